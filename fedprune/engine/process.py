@@ -1,0 +1,89 @@
+"""Federated averaging assembled from TFF's four learning-process slots.
+
+``build_fedavg_process`` = broadcast distributor + :func:`build_local_training` client work +
+weighted mean aggregator + SGD(1.0) finalizer, composed by
+``tff.learning.templates.compose_learning_process``. One round of its ``next`` is a single TFF
+computation: broadcast, local training on each client's ``tf.data.Dataset``, data-size-weighted
+``federated_mean`` and server update (CA-AFP Eq. 2; within a cluster, Eq. 6). Rounds over a
+subset of clients (a cluster) are the same computation called with that subset's datasets and
+that cluster's state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from fedprune.engine.client_work import build_local_training
+from fedprune.engine.datasets import element_spec
+from fedprune.models.cnn1d import build_har_cnn
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """What a model function needs: input shape, classes and the initialization seed."""
+
+    input_shape: tuple[int, ...]
+    num_classes: int
+    seed: int
+
+    def keras(self) -> tf.keras.Model:
+        return build_har_cnn(self.input_shape, self.num_classes, seed=self.seed)
+
+    def variable_model_fn(self) -> Callable[[], tff.learning.models.VariableModel]:
+        """A no-argument function building the TFF model (fresh variables on each call)."""
+
+        def model_fn() -> tff.learning.models.VariableModel:
+            return tff.learning.models.from_keras_model(
+                self.keras(),
+                loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+                input_spec=element_spec(self.input_shape),
+            )
+
+        return model_fn
+
+    def initial_weights(self) -> tff.learning.models.ModelWeights:
+        """Deterministic initial weights (numpy) for this seed."""
+        model = self.keras()
+        return tff.learning.models.ModelWeights(
+            trainable=[w.numpy() for w in model.trainable_weights],
+            non_trainable=[w.numpy() for w in model.non_trainable_weights],
+        )
+
+
+def build_fedavg_process(
+    spec: ModelSpec,
+    local_epochs: int = 3,
+    learning_rate: float = 1e-3,
+) -> tff.learning.templates.LearningProcess:
+    """FedAvg with Adam(``learning_rate``) on the clients, as one composed learning process."""
+    model_fn = spec.variable_model_fn()
+    initial = spec.initial_weights()
+    with tf.Graph().as_default():
+        weights_type = tff.learning.models.weights_type_from_model(model_fn())
+
+    @tff.tensorflow.computation
+    def initial_model_weights_fn():
+        return tff.learning.models.ModelWeights(
+            trainable=[tf.constant(w) for w in initial.trainable],
+            non_trainable=[tf.constant(w) for w in initial.non_trainable],
+        )
+
+    client_work = build_local_training(
+        model_fn, tff.learning.optimizers.build_adam(learning_rate), local_epochs
+    )
+    update_type = weights_type.trainable
+    aggregator = tff.aggregators.MeanFactory().create(
+        update_type, tff.TensorType(np.float32)
+    )
+    finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
+        tff.learning.optimizers.build_sgdm(learning_rate=1.0), weights_type
+    )
+    distributor = tff.learning.templates.build_broadcast_process(weights_type)
+    return tff.learning.templates.compose_learning_process(
+        initial_model_weights_fn, distributor, client_work, aggregator, finalizer
+    )
