@@ -138,14 +138,17 @@ def locate(name: str, data_dir: str | os.PathLike | None = None, download: bool 
 def fetch(source: DataSource, folder: Path) -> Path:
     """Download ``source``'s official archive into ``folder`` and verify its sha256."""
     target = folder / source.download.filename
+    tmp_path = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         print(f"downloading {source.download.url} -> {target}", file=sys.stderr)
-        with tempfile.NamedTemporaryFile(dir=folder, delete=False) as tmp:
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".part", delete=False) as tmp:
+            tmp_path = Path(tmp.name)
             with urllib.request.urlopen(source.download.url, timeout=60) as response:
                 shutil.copyfileobj(response, tmp)
-        tmp_path = Path(tmp.name)
     except OSError as err:
+        if tmp_path is not None:
+            tmp_path.unlink(missing_ok=True)
         raise DataError(
             f"{source.name}: no data in {folder} and the download of {source.download.url} "
             f"failed ({err}); fetch it by hand (see {source.homepage}) and put one of "

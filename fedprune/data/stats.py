@@ -37,10 +37,14 @@ class Heterogeneity:
         """(metric, value) rows formatted like the paper's table."""
         return [
             ("Quantity skew: CV of windows per client", f"{100 * self.quantity_cv:.1f}%"),
-            ("Quantity skew: windows per client (mean ± std)",
-             f"{self.windows_mean:.0f} ± {self.windows_std:.0f}"),
-            ("Label skew: clients with missing classes",
-             f"{self.clients_missing_classes} / {self.num_clients}"),
+            (
+                "Quantity skew: windows per client (mean ± std)",
+                f"{self.windows_mean:.0f} ± {self.windows_std:.0f}",
+            ),
+            (
+                "Label skew: clients with missing classes",
+                f"{self.clients_missing_classes} / {self.num_clients}",
+            ),
             ("Label skew: missing rate", f"{100 * self.missing_rate:.1f}%"),
             ("Feature skew: mean inter-client CV", f"{100 * self.feature_cv:.1f}%"),
         ]
@@ -64,9 +68,7 @@ def heterogeneity(data: WindowedDataset) -> Heterogeneity:
     """Compute the Table 1 figures for ``data``; see the module docstring for definitions."""
     subjects = data.subjects
     counts = np.array([np.sum(data.subject == s) for s in subjects])
-    missing = sum(
-        len(np.unique(data.y[data.subject == s])) < data.num_classes for s in subjects
-    )
+    missing = sum(len(np.unique(data.y[data.subject == s])) < data.num_classes for s in subjects)
     acc = accelerometer_channels(data.channel_names)
     magnitude = np.array(
         [np.linalg.norm(data.x[data.subject == s][..., acc], axis=-1).mean() for s in subjects]

@@ -44,7 +44,9 @@ class ParseReport:
         text = f"WISDM: {self.records} records from {self.lines} lines"
         if not self.malformed:
             return text + ", no malformed records"
-        shown = "; ".join(f"line {n}: {why} ({raw[:40]!r})" for n, why, raw in self.malformed[:examples])
+        shown = "; ".join(
+            f"line {n}: {why} ({raw[:40]!r})" for n, why, raw in self.malformed[:examples]
+        )
         return text + f", {len(self.malformed)} malformed records skipped (e.g. {shown})"
 
 
@@ -134,9 +136,7 @@ def run_bounds(user: np.ndarray, activity: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), ends.tolist()))
 
 
-def window_records(
-    records: RawRecords, window: int = WINDOW, step: int = STEP
-) -> WindowedDataset:
+def window_records(records: RawRecords, window: int = WINDOW, step: int = STEP) -> WindowedDataset:
     """Cut windows of ``window`` rows every ``step`` rows inside each (user, activity) run."""
     if window < 1 or step < 1:
         raise DataError(f"window ({window}) and step ({step}) must be positive")

@@ -37,15 +37,13 @@ def build_local_training(
         data_type = tff.SequenceType(tff.types.tensorflow_to_type(probe.input_spec))
 
     @tff.tensorflow.computation(weights_type, data_type)
-    def client_update(initial_weights, dataset):
+    def client_update(initial_weights, dataset):  # noqa: ANN001 (traced by TFF/TF)
         model = model_fn()
         weights = tff.learning.models.ModelWeights.from_model(model)
         trainable = tuple(weights.trainable)
-        opt_state = optimizer.initialize(
-            tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
-        )
+        opt_state = optimizer.initialize(tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable))
 
-        def step(state, batch):
+        def step(state, batch):  # noqa: ANN001 (traced by TFF/TF)
             opt_state, examples, loss_sum, correct = state
             with tf.GradientTape() as tape:
                 out = model.forward_pass(batch, training=True)
@@ -64,7 +62,7 @@ def build_local_training(
 
         # A tf.function orders the assignments, the training loop and the final reads.
         @tf.function
-        def train(initial_weights, dataset):
+        def train(initial_weights, dataset):  # noqa: ANN001 (traced by TFF/TF)
             tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
             init = (opt_state, tf.constant(0), tf.constant(0.0), tf.constant(0))
             _, examples, loss_sum, correct = dataset.repeat(local_epochs).reduce(init, step)
@@ -89,7 +87,7 @@ def build_local_training(
         tff.FederatedType(weights_type, tff.CLIENTS),
         tff.FederatedType(data_type, tff.CLIENTS),
     )
-    def next_fn(state, weights, data):
+    def next_fn(state, weights, data):  # noqa: ANN001 (traced by TFF/TF)
         result, stats = tff.federated_map(client_update, (weights, data))
         totals = tff.federated_sum(stats)
         metrics = tff.federated_map(_train_metrics, totals)
@@ -101,7 +99,7 @@ def build_local_training(
 @tff.tensorflow.computation(
     collections.OrderedDict(examples=np.int32, loss_sum=np.float32, correct=np.int32)
 )
-def _train_metrics(totals):
+def _train_metrics(totals):  # noqa: ANN001 (traced by TFF/TF)
     n = tf.cast(tf.maximum(totals["examples"], 1), tf.float32)
     return collections.OrderedDict(
         train_loss=totals["loss_sum"] / n,

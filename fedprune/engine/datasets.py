@@ -21,9 +21,7 @@ def round_seed(seed: int, round_num: int, client_id: int) -> int:
     return int(np.random.default_rng([seed, round_num, client_id]).integers(2**31 - 1))
 
 
-def train_dataset(
-    client: ClientData, batch_size: int, shuffle_seed: int
-) -> tf.data.Dataset:
+def train_dataset(client: ClientData, batch_size: int, shuffle_seed: int) -> tf.data.Dataset:
     """The client's training windows, shuffled (again at every epoch) and batched.
 
     Local epochs are applied inside the client work (``dataset.repeat``), so each epoch sees

@@ -142,7 +142,9 @@ def install(
         targets = [w.target for w in _workers] + list(remote_workers)
         factories = [_executor_factory(t, ready_timeout) for t in targets]
         if len(factories) == 1:
-            context = tff.framework.SyncExecutionContext(executor_fn=factories[0], **_context_kwargs())
+            context = tff.framework.SyncExecutionContext(
+                executor_fn=factories[0], **_context_kwargs()
+            )
         else:
             async_contexts = [
                 tff.framework.AsyncExecutionContext(executor_fn=f, **_context_kwargs())

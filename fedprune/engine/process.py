@@ -77,9 +77,7 @@ def build_fedavg_process(
         model_fn, tff.learning.optimizers.build_adam(learning_rate), local_epochs
     )
     update_type = weights_type.trainable
-    aggregator = tff.aggregators.MeanFactory().create(
-        update_type, tff.TensorType(np.float32)
-    )
+    aggregator = tff.aggregators.MeanFactory().create(update_type, tff.TensorType(np.float32))
     finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
         tff.learning.optimizers.build_sgdm(learning_rate=1.0), weights_type
     )

@@ -11,10 +11,17 @@ from __future__ import annotations
 import tensorflow as tf
 
 
+def _offset(seed: int | None, k: int) -> int | None:
+    return None if seed is None else seed + k
+
+
 def build_har_cnn(
     input_shape: tuple[int, int], num_classes: int = 6, seed: int | None = None
 ) -> tf.keras.Model:
-    """Build the paper's HAR 1D-CNN (uncompiled). ``seed`` fixes the initial weights."""
+    """Build the paper's HAR 1D-CNN (uncompiled).
+
+    ``seed`` fixes the initial weights and the dropout layers' seeds.
+    """
     init = tf.keras.initializers.GlorotUniform
     layers = tf.keras.layers
     inputs = tf.keras.Input(shape=tuple(input_shape), name="window")
@@ -29,7 +36,7 @@ def build_har_cnn(
             name=f"conv{block + 1}",
         )(h)
         h = layers.MaxPool1D(2, name=f"pool{block + 1}")(h)
-        h = layers.Dropout(0.3, name=f"drop{block + 1}")(h)
+        h = layers.Dropout(0.3, seed=_offset(seed, 10 + block), name=f"drop{block + 1}")(h)
     h = layers.Flatten(name="flatten")(h)
     h = layers.Dense(
         32,
@@ -37,7 +44,7 @@ def build_har_cnn(
         kernel_initializer=init(None if seed is None else seed + 2),
         name="dense",
     )(h)
-    h = layers.Dropout(0.2, name="drop3")(h)
+    h = layers.Dropout(0.2, seed=_offset(seed, 12), name="drop3")(h)
     outputs = layers.Dense(
         num_classes,
         activation="softmax",

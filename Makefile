@@ -1,0 +1,48 @@
+# fedprune: documented entry points. `make help` lists them.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SHARED_DATA := $(abspath ../shared/data)
+# Real data for tests and benchmarks: $FEDPRUNE_DATA_DIR, else ../shared/data when present.
+export FEDPRUNE_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-fast lint format bench clean
+
+help: ## show this help
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+install: $(STAMP) ## create .venv (Python 3.11) with the pinned TF/TFF/tfmot stack (idempotent)
+
+$(STAMP): requirements/stack.txt requirements/stack-nodeps.txt requirements/dev.txt setup.cfg
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required (set PYTHON=/path/to/python3.11)")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip wheel setuptools
+	# step 1: the stack with dependency resolution (jax/jaxlib 0.4.13 stand in for 0.4.14)
+	$(BIN)/pip install --quiet -r requirements/stack.txt -r requirements/dev.txt
+	# step 2: packages whose declared pins the index cannot satisfy, without their deps
+	$(BIN)/pip install --quiet --no-deps -r requirements/stack-nodeps.txt
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -c 'import tensorflow_federated, tensorflow_model_optimization, fedprune'
+	touch $(STAMP)
+
+lint: install ## ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install ## apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: lint ## lint, then all tests (real-data tests run when the data is found)
+	$(BIN)/pytest -q
+
+test-fast: install ## unit tests only (no TFF computations, no real data)
+	$(BIN)/pytest -q -m "not slow and not real_data"
+
+bench: install ## time a FedAvg round against Keras fit on the same windows (real UCI-HAR)
+	$(BIN)/python experiments/bench_round.py
+
+clean: ## remove caches and build outputs (keeps .venv, runs/ and data/)
+	rm -rf .pytest_cache .ruff_cache build *.egg-info

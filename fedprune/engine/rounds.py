@@ -1,0 +1,44 @@
+"""Running rounds of a TFF learning process over sampled clients.
+
+Client sampling and shuffling are pure functions of ``(seed, round)``: a resumed run samples
+exactly the clients and orders the windows exactly as an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow_federated as tff
+
+from fedprune.data.partition import ClientData
+from fedprune.engine.datasets import round_seed, train_dataset
+from fedprune.errors import ConfigError
+
+
+def sample_clients(
+    client_ids: Sequence[int], per_round: int, seed: int, round_num: int
+) -> list[int]:
+    """``per_round`` distinct client ids drawn uniformly for this round (all if fewer exist)."""
+    if per_round < 1:
+        raise ConfigError(f"clients per round must be >= 1, got {per_round}")
+    ids = np.asarray(sorted(client_ids))
+    if per_round >= len(ids):
+        return ids.tolist()
+    rng = np.random.default_rng([seed, round_num])
+    return np.sort(rng.choice(ids, size=per_round, replace=False)).tolist()
+
+
+def run_round(
+    process: tff.learning.templates.LearningProcess,
+    state: object,
+    clients: Sequence[ClientData],
+    round_num: int,
+    seed: int,
+    batch_size: int,
+) -> tff.learning.templates.LearningProcessOutput:
+    """One call of ``process.next`` on these clients' training data for ``round_num``."""
+    datasets = [
+        train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
+    ]
+    return process.next(state, datasets)

@@ -1,0 +1,33 @@
+"""Evaluation metrics of the CA-AFP paper (Section 4.4): accuracy, fairness, communication."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+
+def accuracy(y_true: np.ndarray, probabilities: np.ndarray) -> float:
+    """Fraction of windows whose arg-max class equals the label."""
+    if len(y_true) == 0:
+        raise ValueError("accuracy of an empty test set is undefined")
+    return float(np.mean(np.argmax(probabilities, axis=-1) == y_true))
+
+
+def fairness(client_acc: Mapping[int, float] | np.ndarray) -> float:
+    """Population standard deviation of per-client test accuracy (the paper's "fairness").
+
+    Computed on fractions, so the result is a fraction in [0, 0.5]; lower is fairer.
+    """
+    values = np.asarray(
+        list(client_acc.values()) if isinstance(client_acc, Mapping) else client_acc,
+        dtype=np.float64,
+    )
+    return float(values.std())
+
+
+def transfer_bytes_eq13(dense_params: int, sparsity: float = 0.0) -> float:
+    """Bytes of one model transfer by Eq. 13: dense parameters x (1 - sparsity) x 4 bytes."""
+    if not 0.0 <= sparsity <= 1.0:
+        raise ValueError(f"sparsity must be in [0, 1], got {sparsity}")
+    return dense_params * (1.0 - sparsity) * 4.0

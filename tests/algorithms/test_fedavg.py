@@ -1,0 +1,111 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fedprune.algorithms.fedavg import FedAvgConfig, run_fedavg
+from fedprune.engine import execution
+from fedprune.runs import RunDir
+
+pytestmark = pytest.mark.slow
+
+
+def test_cli_run_writes_files_and_resumes_finished(tmp_path, fixture_data_dir):
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "fedprune.cli",
+        "train",
+        "fedavg",
+        "--dataset",
+        "wisdm",
+        "--rounds",
+        "2",
+        "--clients-per-round",
+        "2",
+        "--local-epochs",
+        "1",
+        "--data-dir",
+        str(fixture_data_dir),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    for key in (
+        "method",
+        "dataset",
+        "seed",
+        "num_clients",
+        "params",
+        "avg_acc",
+        "fairness",
+        "client_acc",
+        "wall_s",
+    ):
+        assert key in summary
+    assert summary["params"] == 124_198 and summary["num_clients"] == 3
+    assert 0 <= summary["avg_acc"] <= 1 and 0 <= summary["fairness"] <= 0.5
+    assert len(summary["client_acc"]) == 3
+    assert json.loads((out / "config.json").read_text())["rounds"] == 2
+    assert len((out / "metrics.csv").read_text().splitlines()) == 3
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert json.loads((out / "summary.json").read_text()) == summary
+    assert again.returncode == 0
+
+
+def test_bad_arguments_give_one_line(tmp_path, fixture_data_dir):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fedprune.cli",
+            "train",
+            "fedavg",
+            "--dataset",
+            "uci_har",
+            "--rounds",
+            "0",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "--rounds: must be >= 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_resume_equals_uninterrupted(tmp_path, fixture_data_dir, monkeypatch):
+    execution.install()
+    try:
+        config = FedAvgConfig(dataset="uci_har", rounds=3, clients_per_round=3, local_epochs=1)
+        full = run_fedavg(config, tmp_path / "full", fixture_data_dir, progress=False)
+
+        original = RunDir.save_checkpoint
+
+        def crash_after_round_one(self, round_num, *args, **kwargs):
+            original(self, round_num, *args, **kwargs)
+            if round_num == 1:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(RunDir, "save_checkpoint", crash_after_round_one)
+        with pytest.raises(KeyboardInterrupt):
+            run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False)
+        monkeypatch.setattr(RunDir, "save_checkpoint", original)
+        resumed = run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False)
+    finally:
+        execution.shutdown()
+    assert resumed["client_acc"] == full["client_acc"]
+    assert resumed["avg_acc"] == full["avg_acc"]
+
+    def losses(name):
+        return [
+            r["train_loss"] for r in RunDir(tmp_path / name, {**config.__dict__}).metrics_rows()
+        ]
+
+    assert losses("resumed") == losses("full")

@@ -1,0 +1,122 @@
+"""Shared fixtures: tiny datasets written in the official file formats, and real-data lookup."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedprune.data import uci_har, wisdm
+
+
+def real_data_dir() -> Path | None:
+    """$FEDPRUNE_DATA_DIR, else ../shared/data next to the repository, if it exists."""
+    env = os.environ.get("FEDPRUNE_DATA_DIR")
+    for candidate in (env, Path(__file__).resolve().parents[2] / "shared" / "data"):
+        if candidate and (Path(candidate) / "uci_har").is_dir():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture
+def real_data() -> Path:
+    path = real_data_dir()
+    if path is None:
+        pytest.skip("real datasets not found (set FEDPRUNE_DATA_DIR)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def har_arrays(windows_per_class: int = 3, subjects=(1, 2, 3), seed: int = 0):
+    """Synthetic UCI-HAR-shaped arrays: every subject has every class."""
+    rng = np.random.default_rng(seed)
+    rows = [(s, c) for s in subjects for c in range(1, 7) for _ in range(windows_per_class)]
+    subject = np.array([r[0] for r in rows])
+    y = np.array([r[1] for r in rows])
+    # class-dependent signal so a model can learn it
+    x = rng.normal(0, 0.1, size=(len(rows), uci_har.WINDOW, 9)).astype(np.float32)
+    x += (y[:, None, None] / 6.0).astype(np.float32)
+    return x, y, subject
+
+
+def write_uci_har(root: Path, x, y, subject, as_zip: bool = False) -> Path:
+    """Write the official layout (``UCI HAR Dataset/{train,test}/...``); half train, half test."""
+    n = len(y)
+    split = {"train": slice(0, n // 2), "test": slice(n // 2, n)}
+    files = {}
+    for name, sl in split.items():
+        files[f"{name}/y_{name}.txt"] = "".join(f"{v}\n" for v in y[sl])
+        files[f"{name}/subject_{name}.txt"] = "".join(f"{v}\n" for v in subject[sl])
+        for ch, signal in enumerate(uci_har.SIGNALS):
+            lines = (
+                "".join(f"{v:16.7e}" for v in row) + "\r\n" for row in x[sl, :, ch].astype(float)
+            )
+            files[f"{name}/Inertial Signals/{signal}_{name}.txt"] = "".join(lines)
+    if as_zip:
+        path = root / "UCI HAR Dataset.zip"
+        with zipfile.ZipFile(path, "w") as zf:
+            for rel, text in files.items():
+                zf.writestr(f"{uci_har.ROOT}/{rel}", text)
+        return path
+    base = root / uci_har.ROOT
+    for rel, text in files.items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text)
+    return base
+
+
+WISDM_TEXT = (
+    # user 1 walking: 5 rows, then jogging 3 rows; user 2 sitting 4 rows
+    "1,Walking,100,0.1,0.2,0.3;\n"
+    "1,Walking,101,0.2,0.3,0.4;\n"
+    "1,Walking,102,0.3,0.4,0.5;1,Walking,103,0.4,0.5,0.6;\n"  # two records on one line
+    "1,Walking,104,0.5,0.6,0.7;\n"
+    "1,Walking,105,0.6,0.7,;\n"  # malformed: empty z
+    "1,Jogging,106,1.0,1.1,1.2;\n"
+    "1,Jogging,107,1.1,1.2,1.3;\n"
+    "1,Jogging,108,1.2,1.3,1.4;\n"
+    "\n"
+    "2,Sitting,109,2.0,2.1,2.2;\n"
+    "2,Sitting,110,2.1,2.2,2.3;\n"
+    "2,Flying,111,2.1,2.2,2.3;\n"  # malformed: unknown activity
+    "2,Sitting,112,2.2,2.3,2.4;\n"
+    "2,Sitting,113,2.3,2.4\n"  # malformed: 5 fields
+    "2,Sitting,114,2.4,2.5,2.6;\n"
+)
+
+
+def wisdm_text(users=(1, 2, 3), rows_per_activity: int = 300, seed: int = 0) -> str:
+    """WISDM raw lines: each user does every activity for ``rows_per_activity`` rows, with
+    the official file's kinds of malformed lines mixed in (three per user)."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for user in users:
+        for k, activity in enumerate(wisdm.CLASS_NAMES):
+            for i in range(rows_per_activity):
+                x, y, z = rng.normal(k, 1.0, size=3)
+                lines.append(f"{user},{activity},{i},{x:.6f},{y:.6f},{z:.6f};")
+        lines += [f"{user},Walking,1,0.5,0.5,;", f"{user},Walking,1", ""]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def uci_har_zip(tmp_path) -> Path:
+    return write_uci_har(tmp_path, *har_arrays(), as_zip=True)
+
+
+@pytest.fixture
+def fixture_data_dir(tmp_path) -> Path:
+    """A data dir with a small UCI-HAR zip (6 subjects, 6 windows per class) and a WISDM raw
+    file (3 users, 6 malformed lines)."""
+    (tmp_path / "uci_har").mkdir()
+    write_uci_har(tmp_path / "uci_har", *har_arrays(6, subjects=tuple(range(1, 7))), as_zip=True)
+    (tmp_path / "wisdm").mkdir()
+    (tmp_path / "wisdm" / wisdm.RAW_NAME).write_text(wisdm_text())
+    return tmp_path

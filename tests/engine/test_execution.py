@@ -1,0 +1,88 @@
+"""The TFF worker never outlives Python and never holds the caller's pipes."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import tensorflow_federated as tff
+    from fedprune.engine import execution
+
+    execution.install(num_local_workers=int(sys.argv[1]))
+
+    @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+    def mean(x):
+        return tff.federated_mean(x)
+
+    print("RESULT", mean([1.0, 2.0, 6.0]), flush=True)
+    print("PIDS", *execution.running_pids(), flush=True)
+    if sys.argv[2] == "hang":
+        import time
+        time.sleep(600)
+    """
+)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] == "Z"  # exited, waiting to be reaped
+    except FileNotFoundError:
+        return True
+
+
+def _pids(output: str) -> list[int]:
+    line = next(line for line in output.splitlines() if line.startswith("PIDS"))
+    return [int(p) for p in line.split()[1:]]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_piped_run_returns_and_leaves_no_worker(workers):
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(workers), "exit"],
+        capture_output=True,
+        text=True,
+        timeout=180,  # a leaked worker holding the pipe would hang here
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "RESULT 3.0" in proc.stdout
+    pids = _pids(proc.stdout)
+    assert len(pids) == workers
+    assert all(_gone(pid) for pid in pids)
+    assert time.monotonic() - start < 180
+
+
+def test_worker_dies_when_python_is_killed():
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, "1", "hang"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        pids = []
+        for line in proc.stdout:
+            if line.startswith("PIDS"):
+                pids = _pids(line)
+                break
+        assert pids
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        deadline = time.monotonic() + 10
+        while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(_gone(p) for p in pids)
+        assert proc.stdout.read() == ""  # EOF: nothing else holds the pipe
+    finally:
+        proc.kill()
