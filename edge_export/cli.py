@@ -1,0 +1,62 @@
+"""The ``edge-export`` command: deployable TFLite files of a run's models, verified against Keras.
+
+edge-export runs/fedavg-har --clients 1,2 --formats float32,int8 --out export/
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from fedprune.errors import FedpruneError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from edge_export.convert import FORMATS
+
+    parser = argparse.ArgumentParser(
+        prog="edge-export",
+        description="Convert a finished run's per-client models to TFLite, run every file "
+        "with the TFLite interpreter on the client's test windows, and write "
+        "export_report.json/.md next to the files.",
+    )
+    parser.add_argument("run_dir", help="a finished fedprune run directory (with summary.json)")
+    parser.add_argument("--clients", default="all", help="'all' or comma-separated client ids")
+    parser.add_argument(
+        "--formats",
+        default="float32,int8",
+        help=f"comma-separated, from: {', '.join(FORMATS)} (default: float32,int8)",
+    )
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--data-dir", default=None, help="as for fedprune (for the client data)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        from edge_export.convert import FORMATS
+        from edge_export.export import export_run, report_markdown
+        from edge_export.run_models import load_run, select_clients
+        from fedprune.errors import ConfigError
+
+        formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+        unknown = [f for f in formats if f not in FORMATS]
+        if unknown or not formats:
+            raise ConfigError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
+        run = load_run(args.run_dir, args.data_dir)
+        clients = select_clients(run, args.clients)
+        entries = export_run(run, clients, formats, args.out, progress=not args.no_progress)
+        print(report_markdown(entries), end="")
+    except FedpruneError as err:
+        print(f"edge-export: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

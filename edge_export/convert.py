@@ -1,0 +1,46 @@
+"""Keras -> TFLite conversions (the TFLite converter does the work; this picks its options)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from fedprune.errors import ConfigError
+
+FORMATS = ("float32", "float16", "dynamic", "int8")
+
+
+def _representative(x: np.ndarray, limit: int = 200) -> Callable[[], Iterator[list[np.ndarray]]]:
+    def gen() -> Iterator[list[np.ndarray]]:
+        for window in x[:limit]:
+            yield [window[None].astype(np.float32)]
+
+    return gen
+
+
+def to_tflite(model: tf.keras.Model, fmt: str, representative_x: np.ndarray | None = None) -> bytes:
+    """Convert ``model`` to a TFLite flatbuffer in format ``fmt`` (one of :data:`FORMATS`).
+
+    * ``float32``: no optimization.
+    * ``float16``: weights stored as float16, computed in float32.
+    * ``dynamic``: int8 weights, float activations (dynamic-range quantization).
+    * ``int8``: full-integer; int8 input and output; calibrated on ``representative_x``
+      (the client's own training windows).
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if fmt != "float32":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if fmt == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    if fmt == "int8":
+        if representative_x is None or len(representative_x) == 0:
+            raise ConfigError("int8 conversion needs representative windows")
+        converter.representative_dataset = _representative(representative_x)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+    return converter.convert()

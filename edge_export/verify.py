@@ -1,0 +1,55 @@
+"""Run an exported ``.tflite`` on test windows and compare it with the Keras model."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    tflite_acc: float
+    agreement: float  # fraction of windows where TFLite and Keras predict the same class
+    max_prob_diff: float  # max |p_tflite - p_keras| (after dequantizing int8 outputs)
+    latency_ms: float  # median per-window invoke time
+
+
+def run_tflite(model_content: bytes, x: np.ndarray) -> tuple[np.ndarray, float]:
+    """Class probabilities for every window (one invoke per window) and median latency (ms)."""
+    interpreter = tf.lite.Interpreter(model_content=model_content, num_threads=1)
+    interpreter.allocate_tensors()
+    inp = interpreter.get_input_details()[0]
+    out = interpreter.get_output_details()[0]
+    in_scale, in_zero = inp["quantization"]
+    out_scale, out_zero = out["quantization"]
+    probs, times = [], []
+    for window in x:
+        value = window[None].astype(np.float32)
+        if inp["dtype"] == np.int8:
+            value = np.clip(np.round(value / in_scale + in_zero), -128, 127).astype(np.int8)
+        interpreter.set_tensor(inp["index"], value)
+        t0 = time.perf_counter()
+        interpreter.invoke()
+        times.append(time.perf_counter() - t0)
+        y = interpreter.get_tensor(out["index"])[0]
+        if out["dtype"] == np.int8:
+            y = (y.astype(np.float32) - out_zero) * out_scale
+        probs.append(y)
+    return np.asarray(probs), 1000.0 * float(np.median(times))
+
+
+def verify(
+    model_content: bytes, keras_probs: np.ndarray, x: np.ndarray, y: np.ndarray
+) -> Verification:
+    """Accuracy, agreement with Keras, max probability difference and latency on ``x``."""
+    probs, latency = run_tflite(model_content, x)
+    pred = probs.argmax(-1)
+    return Verification(
+        tflite_acc=float(np.mean(pred == y)),
+        agreement=float(np.mean(pred == keras_probs.argmax(-1))),
+        max_prob_diff=float(np.max(np.abs(probs - keras_probs))),
+        latency_ms=latency,
+    )

@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+from edge_export.cli import main
+from edge_export.convert import FORMATS
+from fedprune.models.cnn1d import build_har_cnn
+from fedprune.runs import RunDir
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def fedavg_run(tmp_path, fixture_data_dir):
+    """A finished FedAvg run directory written by hand (random but fixed weights)."""
+    config = {"method": "fedavg", "dataset": "uci_har", "seed": 0, "standardize": False}
+    run = RunDir(tmp_path / "run", config)
+    weights = build_har_cnn((128, 9), 6, seed=0).get_weights()
+    run.save_checkpoint(1, {"trainable": weights, "non_trainable": []})
+    run.write_summary({"method": "fedavg"})
+    return run.path, fixture_data_dir
+
+
+def test_every_format_loads_and_agrees_with_keras(fedavg_run, tmp_path):
+    run_dir, data_dir = fedavg_run
+    out = tmp_path / "export"
+    rc = main(
+        [
+            str(run_dir),
+            "--clients",
+            "2",
+            "--formats",
+            ",".join(FORMATS),
+            "--out",
+            str(out),
+            "--data-dir",
+            str(data_dir),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    report = json.loads((out / "export_report.json").read_text())
+    assert [e["format"] for e in report] == list(FORMATS)
+    by_format = {e["format"]: e for e in report}
+    assert by_format["float32"]["max_prob_diff"] < 1e-5
+    assert by_format["float32"]["agreement"] == 1.0
+    assert by_format["float16"]["bytes"] < 0.6 * by_format["float32"]["bytes"]
+    assert by_format["int8"]["bytes"] < 0.35 * by_format["float32"]["bytes"]
+    assert by_format["int8"]["agreement"] >= 0.8
+    meta = json.loads((out / "client2" / "int8.json").read_text())
+    assert meta["input"]["dtype"] == "int8" and meta["input"]["quantization"]["scale"] > 0
+    assert meta["labels"][0] == "WALKING"
+
+
+def test_missing_run_is_one_line(tmp_path, capsys):
+    assert main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "not a fedprune run directory" in err and err.count("\n") == 1
+
+
+def test_unknown_client_and_format(fedavg_run, tmp_path, capsys):
+    run_dir, data_dir = fedavg_run
+    args = [str(run_dir), "--out", str(tmp_path / "o"), "--data-dir", str(data_dir)]
+    assert main(args + ["--clients", "99"]) == 2
+    assert "no client 99" in capsys.readouterr().err
+    assert main(args + ["--formats", "int4"]) == 2
+    assert "unknown format" in capsys.readouterr().err
