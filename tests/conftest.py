@@ -30,8 +30,13 @@ def real_data() -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+def _isolated_cache(request, tmp_path_factory, monkeypatch):
+    """Fixture datasets get a per-test cache; real-data tests share one per session."""
+    if "real_data" in request.keywords:
+        path = tmp_path_factory.getbasetemp() / "real-cache"
+    else:
+        path = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("FEDPRUNE_CACHE_DIR", str(path))
 
 
 def har_arrays(windows_per_class: int = 3, subjects=(1, 2, 3), seed: int = 0):
