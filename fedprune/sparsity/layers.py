@@ -1,0 +1,34 @@
+"""Which weights are prunable: an explicit table from Keras layer class to weight names.
+
+Conv and dense kernels are prunable; biases stay dense (they are 166 of the HAR CNN's 89,254
+parameters and carry per-unit offsets that pruning would turn into hard zeros). Layers without
+weights (pooling, dropout, flatten) are supported with nothing to prune; any other layer with
+weights is an error naming it, as in tfmot's prune registry.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+PRUNABLE: dict[type, tuple[str, ...]] = {
+    tf.keras.layers.Conv1D: ("kernel",),
+    tf.keras.layers.Dense: ("kernel",),
+}
+
+
+def prunable_mask_flags(model: tf.keras.Model) -> list[bool]:
+    """For each of ``model.trainable_weights``, whether it is a prunable kernel."""
+    flags = []
+    for layer in model.layers:
+        if not layer.trainable_weights:
+            continue
+        names = next((v for k, v in PRUNABLE.items() if isinstance(layer, k)), None)
+        if names is None:
+            raise ValueError(
+                f"layer {layer.name!r} ({type(layer).__name__}) has weights but no pruning rule"
+            )
+        for w in layer.trainable_weights:
+            flags.append(w.name.split("/")[-1].split(":")[0] in names)
+    if len(flags) != len(model.trainable_weights):
+        raise ValueError("trainable weights are not all owned by the model's layers")
+    return flags
