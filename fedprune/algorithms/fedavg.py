@@ -94,7 +94,7 @@ def run_fedavg(
             process, state, [by_id[i] for i in ids], round_num, config.seed, config.batch_size
         )
         state = output.state
-        train = output.metrics["client_work"]
+        train = output.metrics["client_work"]["train"]
         comm += 2 * len(ids) * transfer_bytes_eq13(params)
         row = {
             "round": round_num,

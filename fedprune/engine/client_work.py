@@ -1,21 +1,39 @@
-"""Local training as a TFF client-work process: E epochs of a TFF optimizer on the client data.
+"""Local training as a TFF client-work process, optionally masked, proximal and measuring.
 
 Type signature of ``next`` (checked by TFF's ``ClientWorkProcess``)::
 
     (<state@SERVER, ModelWeights@CLIENTS, (x, y)*@CLIENTS>
      -> <state@SERVER, ClientResult(update, update_weight)@CLIENTS, metrics@SERVER>)
 
-The update is ``initial - trained`` trainable weights, so that the finalizer's SGD with rate 1
-turns the weighted mean of updates into the weighted mean of the trained models (Eq. 2 of the
-CA-AFP paper). The update weight is the number of examples the client processed
-(E x |D_k|; E is the same for all clients, so the normalized weights are |D_k| / |D|).
+``state`` is what the server broadcasts with the model: the binary ``mask`` (one per trainable
+tensor; ones for tensors that are never pruned) when ``masked``, and the proximal ``anchor``
+w_p,k when ``prox > 0``. It is a named part of the learning process's state
+(``state.client_work``), replaced by the algorithm between rounds.
+
+Each client runs ``epochs`` epochs of a TFF optimizer on
+
+    L_k(w) = CE_k(w) + prox / 2 * ||w - anchor||²            (CA-AFP Eq. 5; Eq. 1 if prox = 0)
+
+updating only the unmasked weights: gradients are multiplied by the mask and the weights are
+re-masked after every step, so a client's model satisfies w = w ⊙ M throughout (Eq. 7/12).
+Its update is ``initial - trained`` trainable weights, so that the finalizer's SGD with rate 1
+turns the data-size-weighted mean of updates into the weighted mean of the client models
+(Eq. 2/6); masked entries are exactly 0 in every client model and stay exactly 0 on the server.
+The update weight is the number of examples processed (E x |D_k|, proportional to |D_k|).
 The client optimizer starts from a fresh state every round (as in TFF's FedAvg): clients keep
 no state between rounds, which is what a client sampled once every few rounds can offer.
+
+With ``statistics=True`` each client also measures, for the importance scores of Eq. 9-11:
+the gradient of its local objective at the received model w_c ⊙ M_c (mean over its batches,
+before training), and its trained weights. Only unweighted federated means leave the
+aggregation: E_k[w], E_k[w²], E_k[sign(g)] and E_k[g], so no client's model or gradient is
+visible to the server.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -23,32 +41,82 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 
-def build_local_training(
-    model_fn: Callable[[], tff.learning.models.VariableModel],
-    optimizer: tff.learning.optimizers.Optimizer,
-    local_epochs: int,
-) -> tff.learning.templates.ClientWorkProcess:
-    """A stateless client work running ``local_epochs`` epochs of ``optimizer`` per round."""
-    if local_epochs < 1:
-        raise ValueError(f"local_epochs must be >= 1, got {local_epochs}")
-    with tf.Graph().as_default():
-        probe = model_fn()
-        weights_type = tff.learning.models.weights_type_from_model(probe)
-        data_type = tff.SequenceType(tff.types.tensorflow_to_type(probe.input_spec))
+@dataclasses.dataclass(frozen=True)
+class LocalTraining:
+    """What a client does in a round.
 
-    @tff.tensorflow.computation(weights_type, data_type)
-    def client_update(initial_weights, dataset):  # noqa: ANN001 (traced by TFF/TF)
+    Attributes
+    ----------
+    epochs : local epochs E.
+    learning_rate : client Adam learning rate.
+    prox : lambda of Eq. 5 (0 disables the proximal term and the anchor).
+    masked : train under a broadcast mask.
+    statistics : also return the score statistics (federated means; see module docstring).
+    """
+
+    epochs: int
+    learning_rate: float = 1e-3
+    prox: float = 0.0
+    masked: bool = False
+    statistics: bool = False
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"local epochs must be >= 1, got {self.epochs}")
+        if self.prox < 0:
+            raise ValueError(f"prox (lambda) must be >= 0, got {self.prox}")
+
+
+def state_type(config: LocalTraining, weights_type: tff.Type) -> tff.Type:
+    """The (unplaced) type of the client-work state for ``config``."""
+    fields = collections.OrderedDict()
+    if config.masked:
+        fields["mask"] = weights_type.trainable
+    if config.prox > 0:
+        fields["anchor"] = weights_type.trainable
+    return tff.types.to_type(fields)
+
+
+def build_client_update(
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    config: LocalTraining,
+    weights_type: tff.Type,
+    data_type: tff.Type,
+) -> tff.Computation:
+    """The TF computation one client runs: (weights, broadcast state, data) -> results."""
+    optimizer = tff.learning.optimizers.build_adam(config.learning_rate)
+    broadcast_type = state_type(config, weights_type)
+
+    @tff.tensorflow.computation(weights_type, broadcast_type, data_type)
+    def client_update(initial_weights, broadcast, dataset):  # noqa: ANN001 (traced by TFF)
         model = model_fn()
         weights = tff.learning.models.ModelWeights.from_model(model)
         trainable = tuple(weights.trainable)
-        opt_state = optimizer.initialize(tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable))
+        mask = tuple(broadcast["mask"]) if config.masked else None
+        anchor = tuple(broadcast["anchor"]) if config.prox > 0 else None
+        opt_state = optimizer.initialize(
+            tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
+        )
 
-        def step(state, batch):  # noqa: ANN001 (traced by TFF/TF)
+        def objective(batch):  # noqa: ANN001 (traced by TF)
+            out = model.forward_pass(batch, training=True)
+            loss = out.loss
+            if anchor is not None:
+                loss += 0.5 * config.prox * tf.add_n(
+                    [tf.reduce_sum(tf.square(w - a)) for w, a in zip(trainable, anchor)]
+                )
+            return out, loss
+
+        def step(state, batch):  # noqa: ANN001 (traced by TF)
             opt_state, examples, loss_sum, correct = state
             with tf.GradientTape() as tape:
-                out = model.forward_pass(batch, training=True)
-            grads = tape.gradient(out.loss, trainable)
+                out, loss = objective(batch)
+            grads = tape.gradient(loss, trainable)
+            if mask is not None:
+                grads = tuple(g * m for g, m in zip(grads, mask))
             opt_state, new = optimizer.next(opt_state, trainable, grads)
+            if mask is not None:
+                new = tuple(w * m for w, m in zip(new, mask))
             for var, value in zip(trainable, new):
                 var.assign(value)
             n = tf.shape(batch[1])[0]
@@ -60,38 +128,93 @@ def build_local_training(
                 correct + tf.reduce_sum(tf.cast(tf.equal(pred, batch[1]), tf.int32)),
             )
 
-        # A tf.function orders the assignments, the training loop and the final reads.
-        @tf.function
-        def train(initial_weights, dataset):  # noqa: ANN001 (traced by TFF/TF)
-            tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
-            init = (opt_state, tf.constant(0), tf.constant(0.0), tf.constant(0))
-            _, examples, loss_sum, correct = dataset.repeat(local_epochs).reduce(init, step)
-            update = [a - b for a, b in zip(initial_weights.trainable, weights.trainable)]
-            stats = collections.OrderedDict(examples=examples, loss_sum=loss_sum, correct=correct)
-            return update, stats
+        def accumulate_gradient(state, batch):  # noqa: ANN001 (traced by TF)
+            total, batches = state
+            with tf.GradientTape() as tape:
+                _, loss = objective(batch)
+            grads = tape.gradient(loss, trainable)
+            return tuple(t + g for t, g in zip(total, grads)), batches + 1
 
-        update, stats = train(initial_weights, dataset)
-        return (
-            tff.learning.templates.ClientResult(
-                update=update, update_weight=tf.cast(stats["examples"], tf.float32)
-            ),
-            stats,
+        # A tf.function orders the assignments, the loops and the final reads.
+        @tf.function
+        def train(initial_weights, dataset):  # noqa: ANN001 (traced by TF)
+            tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+            result = collections.OrderedDict()
+            if config.statistics:
+                zeros = tuple(tf.zeros_like(v) for v in trainable)
+                total, batches = dataset.reduce((zeros, tf.constant(0.0)), accumulate_gradient)
+                gradient = [t / tf.maximum(batches, 1.0) for t in total]
+            init = (opt_state, tf.constant(0), tf.constant(0.0), tf.constant(0))
+            _, examples, loss_sum, correct = dataset.repeat(config.epochs).reduce(init, step)
+            update = [a - b for a, b in zip(initial_weights.trainable, weights.trainable)]
+            result["metrics"] = collections.OrderedDict(
+                examples=examples, loss_sum=loss_sum, correct=correct
+            )
+            if config.statistics:
+                trained = [tf.identity(v) for v in weights.trainable]
+                result["statistics"] = collections.OrderedDict(
+                    w=trained,
+                    w2=[tf.square(v) for v in trained],
+                    grad_sign=[tf.sign(g) for g in gradient],
+                    grad=gradient,
+                )
+            return update, result
+
+        update, result = train(initial_weights, dataset)
+        client_result = tff.learning.templates.ClientResult(
+            update=update,
+            update_weight=tf.cast(result["metrics"]["examples"], tf.float32),
         )
+        return client_result, result
+
+    return client_update
+
+
+def build_local_training(
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    config: LocalTraining,
+) -> tff.learning.templates.ClientWorkProcess:
+    """The client-work process for ``config`` (initial state: all-ones mask, zero anchor)."""
+    with tf.Graph().as_default():
+        probe = model_fn()
+        weights_type = tff.learning.models.weights_type_from_model(probe)
+        data_type = tff.SequenceType(tff.types.tensorflow_to_type(probe.input_spec))
+        shapes = [v.shape.as_list() for v in probe.trainable_variables]
+    client_update = build_client_update(model_fn, config, weights_type, data_type)
+    unplaced_state = state_type(config, weights_type)
+
+    @tff.tensorflow.computation
+    def initial_state():
+        fields = collections.OrderedDict()
+        if config.masked:
+            fields["mask"] = [tf.ones(s, tf.float32) for s in shapes]
+        if config.prox > 0:
+            fields["anchor"] = [tf.zeros(s, tf.float32) for s in shapes]
+        return fields
 
     @tff.federated_computation
     def init_fn():
-        return tff.federated_value((), tff.SERVER)
+        return tff.federated_eval(initial_state, tff.SERVER)
 
     @tff.federated_computation(
-        init_fn.type_signature.result,
+        tff.FederatedType(unplaced_state, tff.SERVER),
         tff.FederatedType(weights_type, tff.CLIENTS),
         tff.FederatedType(data_type, tff.CLIENTS),
     )
-    def next_fn(state, weights, data):  # noqa: ANN001 (traced by TFF/TF)
-        result, stats = tff.federated_map(client_update, (weights, data))
-        totals = tff.federated_sum(stats)
-        metrics = tff.federated_map(_train_metrics, totals)
-        return tff.templates.MeasuredProcessOutput(state, result, metrics)
+    def next_fn(state, weights, data):  # noqa: ANN001 (traced by TFF)
+        broadcast = tff.federated_broadcast(state)
+        client_result, result = tff.federated_map(client_update, (weights, broadcast, data))
+        measurements = collections.OrderedDict(
+            train=tff.federated_map(_train_metrics, tff.federated_sum(result.metrics))
+        )
+        if config.statistics:
+            measurements["statistics"] = tff.federated_mean(result.statistics)
+            measurements["clients"] = tff.federated_sum(
+                tff.federated_value(np.int32(1), tff.CLIENTS)
+            )
+        return tff.templates.MeasuredProcessOutput(
+            state, client_result, tff.federated_zip(measurements)
+        )
 
     return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
 
@@ -99,7 +222,7 @@ def build_local_training(
 @tff.tensorflow.computation(
     collections.OrderedDict(examples=np.int32, loss_sum=np.float32, correct=np.int32)
 )
-def _train_metrics(totals):  # noqa: ANN001 (traced by TFF/TF)
+def _train_metrics(totals):  # noqa: ANN001 (traced by TFF)
     n = tf.cast(tf.maximum(totals["examples"], 1), tf.float32)
     return collections.OrderedDict(
         train_loss=totals["loss_sum"] / n,

@@ -1,7 +1,8 @@
-"""Federated averaging assembled from TFF's four learning-process slots.
+"""Learning processes assembled from TFF's four learning-process slots.
 
-``build_fedavg_process`` = broadcast distributor + :func:`build_local_training` client work +
-weighted mean aggregator + SGD(1.0) finalizer, composed by
+``build_learning_process`` = broadcast distributor + :func:`build_local_training` client work
+(plain, masked, proximal and/or measuring) + weighted mean aggregator + SGD(1.0) finalizer,
+composed by
 ``tff.learning.templates.compose_learning_process``. One round of its ``next`` is a single TFF
 computation: broadcast, local training on each client's ``tf.data.Dataset``, data-size-weighted
 ``federated_mean`` and server update (CA-AFP Eq. 2; within a cluster, Eq. 6). Rounds over a
@@ -18,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from fedprune.engine.client_work import build_local_training
+from fedprune.engine.client_work import LocalTraining, build_local_training
 from fedprune.engine.datasets import element_spec
 from fedprune.models.cnn1d import build_har_cnn
 
@@ -55,12 +56,10 @@ class ModelSpec:
         )
 
 
-def build_fedavg_process(
-    spec: ModelSpec,
-    local_epochs: int = 3,
-    learning_rate: float = 1e-3,
+def build_learning_process(
+    spec: ModelSpec, training: LocalTraining
 ) -> tff.learning.templates.LearningProcess:
-    """FedAvg with Adam(``learning_rate``) on the clients, as one composed learning process."""
+    """One round = broadcast, ``training`` on each client, weighted mean, server update."""
     model_fn = spec.variable_model_fn()
     initial = spec.initial_weights()
     with tf.Graph().as_default():
@@ -73,11 +72,10 @@ def build_fedavg_process(
             non_trainable=[tf.constant(w) for w in initial.non_trainable],
         )
 
-    client_work = build_local_training(
-        model_fn, tff.learning.optimizers.build_adam(learning_rate), local_epochs
+    client_work = build_local_training(model_fn, training)
+    aggregator = tff.aggregators.MeanFactory().create(
+        weights_type.trainable, tff.TensorType(np.float32)
     )
-    update_type = weights_type.trainable
-    aggregator = tff.aggregators.MeanFactory().create(update_type, tff.TensorType(np.float32))
     finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
         tff.learning.optimizers.build_sgdm(learning_rate=1.0), weights_type
     )
@@ -85,3 +83,22 @@ def build_fedavg_process(
     return tff.learning.templates.compose_learning_process(
         initial_model_weights_fn, distributor, client_work, aggregator, finalizer
     )
+
+
+def build_fedavg_process(
+    spec: ModelSpec, local_epochs: int = 3, learning_rate: float = 1e-3
+) -> tff.learning.templates.LearningProcess:
+    """FedAvg (Eq. 2) with Adam(``learning_rate``) on the clients."""
+    return build_learning_process(spec, LocalTraining(local_epochs, learning_rate))
+
+
+def with_client_work_state(
+    state: tff.learning.templates.LearningAlgorithmState, **fields: list[np.ndarray]
+) -> tff.learning.templates.LearningAlgorithmState:
+    """``state`` with entries of the client-work state (``mask``, ``anchor``) replaced."""
+    client_work = dict(state.client_work)
+    unknown = set(fields) - set(client_work)
+    if unknown:
+        raise KeyError(f"client work state has no {sorted(unknown)}; it has {sorted(client_work)}")
+    client_work.update({k: [np.asarray(a, np.float32) for a in v] for k, v in fields.items()})
+    return state._replace(client_work=type(state.client_work)(client_work))

@@ -47,7 +47,7 @@ def test_round_is_weighted_mean_of_client_models(tff_context, fixture_data_dir):
     for i, w in enumerate(together):
         expected = sum(nk * s[i] for nk, s in zip(n, singles)) / n.sum()
         np.testing.assert_allclose(w, expected, atol=2e-6)
-    assert int(out.metrics["client_work"]["train_examples"]) == n.sum()
+    assert int(out.metrics["client_work"]["train"]["train_examples"]) == n.sum()
     # and the round really trained: the model moved away from its initialization
     initial = spec.initial_weights().trainable
     assert not np.allclose(together[0], initial[0])
