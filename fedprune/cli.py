@@ -38,6 +38,52 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _int_list(length: int | None):  # noqa: ANN202 (argparse type factory)
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(v) for v in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated integers, got {text!r}"
+            ) from None
+        if length is not None and len(values) != length:
+            raise argparse.ArgumentTypeError(f"expected {length} values, got {text!r}")
+        return values
+
+    return parse
+
+
+def _add_training_args(parser: argparse.ArgumentParser) -> None:
+    _add_data_args(parser)
+    parser.add_argument(
+        "--clients-per-round", type=_positive_int, default=10, help="clients sampled per round (10)"
+    )
+    parser.add_argument("--local-epochs", type=_positive_int, default=3, help="local epochs E (3)")
+    parser.add_argument("--batch-size", type=_positive_int, default=32, help="batch size (32)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="client Adam learning rate (1e-3)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for init, split, sampling (0)")
+    parser.add_argument(
+        "--standardize",
+        action="store_true",
+        help="z-score each channel per client, fitted on the client's training windows",
+    )
+    parser.add_argument("--out", required=True, help="run directory, e.g. runs/NAME")
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="local TFF worker processes; >1 splits each round's clients across them (1)",
+    )
+    parser.add_argument(
+        "--remote-worker",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a TFF worker_binary started on another host (repeatable)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedprune",
@@ -67,35 +113,57 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint.npz and summary.json to --out. Re-running the same command resumes "
         "an interrupted run, and returns a finished one without recomputing it.",
     )
-    _add_data_args(fedavg)
+    _add_training_args(fedavg)
     fedavg.add_argument("--rounds", type=_positive_int, default=50, help="global rounds (50)")
-    fedavg.add_argument(
-        "--clients-per-round", type=_positive_int, default=10, help="clients sampled per round (10)"
+
+    caafp = train.add_parser(
+        "caafp",
+        help="CA-AFP: clustering, prune-and-heal, sparse fine-tuning",
+        description="Cluster-Aware Adaptive Federated Pruning (Algorithm 1 of the paper) on "
+        "TFF. Writes config.json, metrics.csv (per round and cluster), clusters.json, "
+        "masks.npz, cluster_models.npz, personal_ft<E>.npz and summary.json to --out; "
+        "resumable like every run. Defaults follow the paper's Tables 5-6.",
     )
-    fedavg.add_argument("--local-epochs", type=_positive_int, default=3, help="local epochs E (3)")
-    fedavg.add_argument("--batch-size", type=_positive_int, default=32, help="batch size (32)")
-    fedavg.add_argument("--lr", type=float, default=1e-3, help="client Adam learning rate (1e-3)")
-    fedavg.add_argument("--seed", type=int, default=0, help="seed for init, split, sampling (0)")
-    fedavg.add_argument(
-        "--standardize",
-        action="store_true",
-        help="z-score each channel per client, fitted on the client's training windows",
+    _add_training_args(caafp)
+    caafp.add_argument(
+        "--phases",
+        type=_int_list(3),
+        default=(0, 0, 50),
+        metavar="T0,T1,T2",
+        help="rounds of FedAvg, dense cluster training, pruned cluster training (0,0,50)",
     )
-    fedavg.add_argument("--out", required=True, help="run directory, e.g. runs/fedavg-har")
-    fedavg.add_argument(
-        "--workers",
+    caafp.add_argument("--clusters", type=_positive_int, default=3, help="clusters K (3)")
+    caafp.add_argument(
+        "--prox", type=float, default=1e-3, help="lambda of the proximal term, Eq. 5 (1e-3)"
+    )
+    caafp.add_argument(
+        "--start-sparsity", type=float, default=0.7, help="sparsity after Phase-3 round 1 (0.7)"
+    )
+    caafp.add_argument("--target-sparsity", type=float, default=0.7, help="S_target (0.7)")
+    caafp.add_argument(
+        "--prune-frequency", type=_positive_int, default=5, help="update masks every f rounds (5)"
+    )
+    caafp.add_argument("--churn", type=float, default=0.05, help="churn rate rho (0.05)")
+    for name, score in (("alpha", "magnitude"), ("beta", "coherence"), ("gamma", "consistency")):
+        caafp.add_argument(
+            f"--{name}",
+            type=float,
+            default=None,
+            help=f"weight of the {score} score (default: the paper's value for the dataset)",
+        )
+    caafp.add_argument(
+        "--block",
         type=_positive_int,
         default=1,
-        help="local TFF worker processes; >1 splits each round's clients across them (1)",
+        help="mask granularity: 1 = per weight (paper); 16 = blocks TFLite stores compactly",
     )
-    fedavg.add_argument(
-        "--remote-worker",
-        action="append",
-        default=[],
-        metavar="HOST:PORT",
-        help="a TFF worker_binary started on another host (repeatable)",
+    caafp.add_argument(
+        "--ft-epochs",
+        type=_int_list(None),
+        default=(3, 25),
+        metavar="E[,E...]",
+        help="fine-tuning epochs reported, all from one trained run (3,25)",
     )
-    fedavg.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
 
@@ -117,12 +185,10 @@ def _data_stats(args: argparse.Namespace) -> None:
 
 def _train(args: argparse.Namespace) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hides cuDNN/cuFFT registration noise
-    from fedprune.algorithms.fedavg import FedAvgConfig, run_fedavg
     from fedprune.engine import execution
 
-    config = FedAvgConfig(
+    common = dict(
         dataset=args.dataset,
-        rounds=args.rounds,
         clients_per_round=args.clients_per_round,
         local_epochs=args.local_epochs,
         batch_size=args.batch_size,
@@ -130,18 +196,51 @@ def _train(args: argparse.Namespace) -> None:
         seed=args.seed,
         standardize=args.standardize,
     )
-    config.validate()
+    if args.method == "fedavg":
+        from fedprune.algorithms.fedavg import FedAvgConfig, run_fedavg
+
+        config, runner = FedAvgConfig(rounds=args.rounds, **common), run_fedavg
+        config.validate()
+    else:
+        from fedprune.algorithms.caafp import CAAFPConfig, run_caafp
+
+        config = CAAFPConfig(
+            phases=args.phases,
+            clusters=args.clusters,
+            prox=args.prox,
+            start_sparsity=args.start_sparsity,
+            target_sparsity=args.target_sparsity,
+            prune_frequency=args.prune_frequency,
+            churn=args.churn,
+            alpha=args.alpha,
+            beta=args.beta,
+            gamma=args.gamma,
+            block=args.block,
+            ft_epochs=args.ft_epochs,
+            **common,
+        ).resolved()
+        runner = run_caafp
     execution.install(
         num_local_workers=args.workers if not args.remote_worker else 0,
         remote_workers=tuple(args.remote_worker),
         log_dir=os.path.join(args.out, "tff-logs"),
     )
     try:
-        summary = run_fedavg(config, args.out, args.data_dir, progress=not args.no_progress)
+        summary = runner(config, args.out, args.data_dir, progress=not args.no_progress)
     finally:
         execution.shutdown()
-    shown = {k: v for k, v in summary.items() if k != "client_acc"}
-    print(json.dumps(shown, indent=2))
+    print(json.dumps(_brief(summary), indent=2))
+
+
+def _brief(summary: dict) -> dict:
+    """The summary without per-client lists (those stay in summary.json)."""
+    brief = {k: v for k, v in summary.items() if k != "client_acc"}
+    if "finetune" in brief:
+        brief["finetune"] = {
+            e: {k: v for k, v in r.items() if k != "client_acc"}
+            for e, r in brief["finetune"].items()
+        }
+    return brief
 
 
 def main(argv: Sequence[str] | None = None) -> int:

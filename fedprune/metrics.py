@@ -1,4 +1,7 @@
-"""Evaluation metrics of the CA-AFP paper (Section 4.4): accuracy, fairness, communication."""
+"""Evaluation metrics of the CA-AFP paper (Section 4.4): accuracy and fairness.
+
+Communication is in :mod:`fedprune.communication`.
+"""
 
 from __future__ import annotations
 
@@ -24,10 +27,3 @@ def fairness(client_acc: Mapping[int, float] | np.ndarray) -> float:
         dtype=np.float64,
     )
     return float(values.std())
-
-
-def transfer_bytes_eq13(dense_params: int, sparsity: float = 0.0) -> float:
-    """Bytes of one model transfer by Eq. 13: dense parameters x (1 - sparsity) x 4 bytes."""
-    if not 0.0 <= sparsity <= 1.0:
-        raise ValueError(f"sparsity must be in [0, 1], got {sparsity}")
-    return dense_params * (1.0 - sparsity) * 4.0

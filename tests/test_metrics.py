@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from fedprune.metrics import accuracy, fairness, transfer_bytes_eq13
+from fedprune.communication import eq13_bytes, payload_bytes
+from fedprune.metrics import accuracy, fairness
 
 
 def test_accuracy():
@@ -17,7 +18,15 @@ def test_fairness_is_population_std_of_fractions():
 
 
 def test_eq13_transfer_bytes():
-    assert transfer_bytes_eq13(89254) == 89254 * 4
-    assert transfer_bytes_eq13(1000, 0.7) == pytest.approx(1200.0)
+    assert eq13_bytes(89254, 0.0) == 89254 * 4
+    assert eq13_bytes(1000, 0.7) == pytest.approx(1200.0)
     with pytest.raises(ValueError):
-        transfer_bytes_eq13(10, 1.5)
+        eq13_bytes(10, 1.5)
+
+
+def test_payload_bitmask_plus_values():
+    # 1000 params, 900 prunable of which 270 active: 113 B mask + 270*4 + 100*4
+    assert payload_bytes(1000, 900, 270) == 113 + 1080 + 400
+    assert payload_bytes(1000, 900, 900) == 4000  # dense is smaller than mask + values
+    with pytest.raises(ValueError):
+        payload_bytes(10, 20, 5)

@@ -14,12 +14,13 @@ from pathlib import Path
 import tensorflow_federated as tff
 from tqdm import tqdm
 
+from fedprune.communication import eq13_bytes
 from fedprune.data.registry import load_federated
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.process import ModelSpec, build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
 from fedprune.errors import ConfigError
-from fedprune.metrics import fairness, transfer_bytes_eq13
+from fedprune.metrics import fairness
 from fedprune.runs import RunDir
 
 
@@ -95,7 +96,7 @@ def run_fedavg(
         )
         state = output.state
         train = output.metrics["client_work"]["train"]
-        comm += 2 * len(ids) * transfer_bytes_eq13(params)
+        comm += 2 * len(ids) * eq13_bytes(params, 0.0)
         row = {
             "round": round_num,
             "clients": len(ids),

@@ -94,16 +94,16 @@ def build_client_update(
         trainable = tuple(weights.trainable)
         mask = tuple(broadcast["mask"]) if config.masked else None
         anchor = tuple(broadcast["anchor"]) if config.prox > 0 else None
-        opt_state = optimizer.initialize(
-            tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
-        )
+        opt_state = optimizer.initialize(tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable))
 
         def objective(batch):  # noqa: ANN001 (traced by TF)
             out = model.forward_pass(batch, training=True)
             loss = out.loss
             if anchor is not None:
-                loss += 0.5 * config.prox * tf.add_n(
-                    [tf.reduce_sum(tf.square(w - a)) for w, a in zip(trainable, anchor)]
+                loss += (
+                    0.5
+                    * config.prox
+                    * tf.add_n([tf.reduce_sum(tf.square(w - a)) for w, a in zip(trainable, anchor)])
                 )
             return out, loss
 

@@ -15,13 +15,34 @@ def _offset(seed: int | None, k: int) -> int | None:
     return None if seed is None else seed + k
 
 
+class MaskConstraint(tf.keras.constraints.Constraint):
+    """Keeps a kernel equal to kernel ⊙ mask after every optimizer step (Eq. 12).
+
+    The mask is a variable, so one compiled model serves many clients' masks.
+    """
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.mask = tf.Variable(tf.ones(shape), trainable=False)
+
+    def __call__(self, w: tf.Tensor) -> tf.Tensor:
+        return w * self.mask
+
+
 def build_har_cnn(
-    input_shape: tuple[int, int], num_classes: int = 6, seed: int | None = None
+    input_shape: tuple[int, int],
+    num_classes: int = 6,
+    seed: int | None = None,
+    masked: bool = False,
 ) -> tf.keras.Model:
     """Build the paper's HAR 1D-CNN (uncompiled).
 
-    ``seed`` fixes the initial weights and the dropout layers' seeds.
+    ``seed`` fixes the initial weights and the dropout layers' seeds. With ``masked`` every
+    kernel gets a :class:`MaskConstraint` (set ``layer.kernel_constraint.mask``).
     """
+
+    def constraint(shape: tuple[int, ...]) -> MaskConstraint | None:
+        return MaskConstraint(shape) if masked else None
+
     init = tf.keras.initializers.GlorotUniform
     layers = tf.keras.layers
     inputs = tf.keras.Input(shape=tuple(input_shape), name="window")
@@ -31,6 +52,7 @@ def build_har_cnn(
             64,
             5,
             padding="same",
+            kernel_constraint=constraint((5, h.shape[-1], 64)),
             activation="relu",
             kernel_initializer=init(None if seed is None else seed + block),
             name=f"conv{block + 1}",
@@ -41,6 +63,7 @@ def build_har_cnn(
     h = layers.Dense(
         32,
         activation="relu",
+        kernel_constraint=constraint((h.shape[-1], 32)),
         kernel_initializer=init(None if seed is None else seed + 2),
         name="dense",
     )(h)
@@ -48,6 +71,7 @@ def build_har_cnn(
     outputs = layers.Dense(
         num_classes,
         activation="softmax",
+        kernel_constraint=constraint((32, num_classes)),
         kernel_initializer=init(None if seed is None else seed + 3),
         name="probs",
     )(h)

@@ -1,0 +1,63 @@
+"""Per-client model updates delivered to the server: the clustering step of CA-AFP (Eq. 3).
+
+Clustering needs each client's own update direction, so unlike a training round this
+computation returns a value placed at the clients (one flattened update per client).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from fedprune.data.partition import ClientData
+from fedprune.engine.client_work import LocalTraining, build_client_update
+from fedprune.engine.datasets import round_seed, train_dataset
+from fedprune.engine.process import ModelSpec
+
+
+def build_update_computation(spec: ModelSpec, training: LocalTraining) -> tff.Computation:
+    """(weights@SERVER, data@CLIENTS) -> Δw_k@CLIENTS with Δw_k = w_k - w (Eq. 3)."""
+    if training.masked or training.prox > 0:
+        raise ValueError("the clustering step trains plainly (no mask, no proximal term)")
+    model_fn = spec.variable_model_fn()
+    with tf.Graph().as_default():
+        probe = model_fn()
+        weights_type = tff.learning.models.weights_type_from_model(probe)
+        data_type = tff.SequenceType(tff.types.tensorflow_to_type(probe.input_spec))
+    client_update = build_client_update(model_fn, training, weights_type, data_type)
+
+    @tff.tensorflow.computation(client_update.type_signature.result[0].update)
+    def negate(update):  # noqa: ANN001 (traced by TFF)
+        return [-u for u in update]
+
+    @tff.federated_computation(
+        tff.FederatedType(weights_type, tff.SERVER), tff.FederatedType(data_type, tff.CLIENTS)
+    )
+    def updates(weights, data):  # noqa: ANN001 (traced by TFF)
+        nothing = tff.federated_value(collections.OrderedDict(), tff.CLIENTS)
+        result, _ = tff.federated_map(
+            client_update, (tff.federated_broadcast(weights), nothing, data)
+        )
+        return tff.federated_map(negate, result.update)
+
+    return updates
+
+
+def client_updates(
+    computation: tff.Computation,
+    weights: tff.learning.models.ModelWeights,
+    clients: Sequence[ClientData],
+    seed: int,
+    batch_size: int,
+    round_num: int = 0,
+) -> np.ndarray:
+    """(clients, parameters) matrix of flattened updates, rows in ``clients`` order."""
+    datasets = [
+        train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
+    ]
+    result = computation(weights, datasets)
+    return np.stack([np.concatenate([np.ravel(u) for u in r]) for r in result])
