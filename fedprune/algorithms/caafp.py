@@ -12,9 +12,10 @@ Phases, each a composition of the engine's pieces:
 
 Interpretations (the paper is silent or inconsistent; all configurable):
 
-* Sampling: ``clients_per_round`` clients are sampled per round from all clients (seeded by
-  (seed, round)) and each trains in its own cluster; a cluster with no sampled client does not
-  change that round. This keeps the paper's 10 clients per round (and its communication).
+* Sampling: Phase 1 samples ``clients_per_round`` clients from all. Phases 2-3 sample the same
+  total, split across clusters in proportion to their sizes with at least one client per
+  cluster (so every cluster trains, and every scheduled mask update happens, in every round;
+  27/2/1 clients -> 8/1/1). This keeps the paper's 10 clients per round and its communication.
 * Mask updates happen at the *end* of Phase-3 round t for t mod f == 0 and t < T2 (the last
   f rounds heal at the final mask). Their statistics come from that round: gradients at the
   broadcast w_c ⊙ M_c before local training (consistency, regrowth), the clients' trained
@@ -23,7 +24,6 @@ Interpretations (the paper is silent or inconsistent; all configurable):
 * Start sparsity: Algorithm 1 starts dense (M = 1) while Tables 5-6 say "Start 70 %". Here
   ``start_sparsity`` > 0 prunes to it at the end of Phase-3 round 1, from that round's scores;
   default 0.7 as in the tables.
-* A cluster with no sampled client in a mask-update round updates its mask in its next round.
 * Budgets are global over all prunable kernels (conv and dense kernels; biases stay dense), as
   Eq. 9 normalizes by the maximum over all weights of the model.
 * Variance, mean sign and mean gradient are unweighted means over the cluster's participating
@@ -52,7 +52,7 @@ from fedprune.engine.process import (
     build_learning_process,
     with_client_work_state,
 )
-from fedprune.engine.rounds import run_round, sample_clients
+from fedprune.engine.rounds import run_round, sample_by_cluster, sample_clients
 from fedprune.engine.updates import build_update_computation, client_updates
 from fedprune.errors import ConfigError
 from fedprune.finetune import finetune_all
@@ -128,17 +128,25 @@ class CAAFPConfig:
 
 
 class _Accounts:
-    """Cumulative communication: Eq. 13 bytes and encoded-payload bytes."""
+    """Cumulative communication in bytes, by Eq. 13 and as encoded payload, per category:
+    ``models`` (cluster/global model transfers), ``clustering`` (the one-epoch updates of
+    Eq. 3 and the model they start from) and ``statistics`` (score statistics)."""
 
-    def __init__(self, n_params: int, n_prunable: int, eq13: float = 0.0, payload: float = 0.0):
+    CATEGORIES = ("models", "clustering", "statistics")
+
+    def __init__(self, n_params: int, n_prunable: int, saved: dict[str, float] | None = None):
         self.n_params, self.n_prunable = n_params, n_prunable
-        self.eq13, self.payload = eq13, payload
+        saved = saved or {}
+        self.eq13 = {c: saved.get(f"eq13_{c}", 0.0) for c in self.CATEGORIES}
+        self.payload = {c: saved.get(f"payload_{c}", 0.0) for c in self.CATEGORIES}
 
-    def model(self, n_active_prunable: int, transfers: int) -> None:
+    def model(self, n_active_prunable: int, transfers: int, category: str = "models") -> None:
         """``transfers`` transfers of a model with this many unmasked kernel weights."""
         active = self.n_params - self.n_prunable + n_active_prunable
-        self.eq13 += transfers * communication.eq13_bytes(self.n_params, 1 - active / self.n_params)
-        self.payload += transfers * communication.payload_bytes(
+        self.eq13[category] += transfers * communication.eq13_bytes(
+            self.n_params, 1 - active / self.n_params
+        )
+        self.payload[category] += transfers * communication.payload_bytes(
             self.n_params, self.n_prunable, n_active_prunable
         )
 
@@ -148,8 +156,18 @@ class _Accounts:
         where inactive), 4 bytes each, in both accounts."""
         active = self.n_params - self.n_prunable + n_active_prunable
         extra = clients * 4.0 * (active + self.n_prunable)
-        self.eq13 += extra
-        self.payload += extra
+        self.eq13["statistics"] += extra
+        self.payload["statistics"] += extra
+
+    def scalars(self) -> dict[str, float]:
+        return {
+            f"{kind}_{c}": getattr(self, kind)[c]
+            for kind in ("eq13", "payload")
+            for c in self.CATEGORIES
+        }
+
+    def total_mb(self, kind: str) -> float:
+        return sum(getattr(self, kind).values()) / 1e6
 
 
 def _split(values: list[np.ndarray], flags: list[bool]) -> list[np.ndarray]:
@@ -191,16 +209,14 @@ def run_caafp(
     assignment: np.ndarray | None = None
     cluster_w: dict[int, list[np.ndarray]] = {}
     cluster_m: dict[int, list[np.ndarray]] = {}
-    pending: set[int] = set()
     checkpoint = run.load_checkpoint()
     if checkpoint is not None:
         done, arrays, scalars = checkpoint
         wall_before = scalars["wall_s"]
-        accounts = _Accounts(n_params, n_prunable, scalars["eq13"], scalars["payload"])
+        accounts = _Accounts(n_params, n_prunable, scalars)
         global_w = arrays["global"]
         if "assignment" in arrays:
             assignment = arrays["assignment"][0]
-            pending = {int(c) for c in arrays["pending"][0]} if arrays["pending"] else set()
             for c in range(config.clusters):
                 cluster_w[c] = arrays[f"cluster{c}_w"]
                 cluster_m[c] = arrays[f"cluster{c}_m"]
@@ -211,33 +227,28 @@ def run_caafp(
         arrays = {"global": global_w}
         if assignment is not None:
             arrays["assignment"] = [assignment]
-            arrays["pending"] = [np.array(sorted(pending), np.int64)] if pending else []
             for c in range(config.clusters):
                 arrays[f"cluster{c}_w"] = cluster_w[c]
                 arrays[f"cluster{c}_m"] = cluster_m[c]
         run.save_checkpoint(
             step,
             arrays,
-            {
-                "wall_s": wall_before + time.perf_counter() - start,
-                "eq13": accounts.eq13,
-                "payload": accounts.payload,
-            },
+            {"wall_s": wall_before + time.perf_counter() - start, **accounts.scalars()},
         )
 
     def log(step: int, phase: str, cluster: int, clients: int, train: dict | None) -> None:
         masks = cluster_m.get(cluster)
         run.append_metrics(
             {
-                "step": step,
+                "round": step,
                 "phase": phase,
                 "cluster": cluster,
                 "clients": clients,
                 "train_loss": float(train["train_loss"]) if train else "",
                 "train_accuracy": float(train["train_accuracy"]) if train else "",
                 "sparsity": M.sparsity(_split(masks, flags)) if masks else 0.0,
-                "comm_mb_eq13": accounts.eq13 / 1e6,
-                "comm_mb_payload": accounts.payload / 1e6,
+                "comm_mb_eq13": accounts.total_mb("eq13"),
+                "comm_mb_payload": accounts.total_mb("payload"),
             }
         )
 
@@ -279,7 +290,7 @@ def run_caafp(
             round_num=t0 + 1,
         )
         assignment = cluster_clients(updates, config.clusters)
-        accounts.model(n_prunable, 2 * len(ids))
+        accounts.model(n_prunable, 2 * len(ids), "clustering")
         for c in range(config.clusters):
             cluster_w[c] = [w.copy() for w in global_w]
             cluster_m[c] = [np.ones_like(w, np.float32) for w in global_w]
@@ -301,16 +312,12 @@ def run_caafp(
         phase3_t = step - (t0 + 1 + t1)  # 1-based Phase-3 round, <= 0 in Phase 2
         phase = "prune" if phase3_t >= 1 else "cluster"
         bar.set_description(f"caafp {config.dataset} phase {3 if phase3_t >= 1 else 2}")
-        if phase3_t >= 1 and phase3_t < t2 and schedule.prunes_at(phase3_t):
-            pending.update(range(config.clusters))
-        if phase3_t == 1 and config.start_sparsity > 0:
-            pending.update(range(config.clusters))
-        chosen = sample_clients(ids, config.clients_per_round, config.seed, step)
-        for c in range(config.clusters):
-            members = [i for i in chosen if cluster_of[i] == c]
-            if not members:
-                continue
-            measure = c in pending and phase3_t >= 1
+        measure = phase3_t >= 1 and (
+            (phase3_t < t2 and schedule.prunes_at(phase3_t))
+            or (phase3_t == 1 and config.start_sparsity > 0)
+        )
+        chosen = sample_by_cluster(cluster_of, config.clients_per_round, config.seed, step)
+        for c, members in chosen.items():
             process = measuring if measure else plain
             state = process.set_model_weights(
                 base, tff.learning.models.ModelWeights(cluster_w[c], [])
@@ -329,7 +336,6 @@ def run_caafp(
                     config, schedule, phase3_t, new_w, cluster_m[c], metrics["statistics"], flags
                 )
                 new_w = M.apply(new_w, cluster_m[c])
-                pending.discard(c)
             cluster_w[c] = new_w
             log(step, phase, c, len(members), metrics["train"])
         save(step)
@@ -401,8 +407,10 @@ def run_caafp(
         "clusters": {str(c): int(np.sum(assignment == c)) for c in range(config.clusters)},
         "cluster_sparsity": {str(c): M.sparsity(_split(cluster_m[c], flags)) for c in cluster_m},
         "sparsity": float(np.mean(personal_sparsity)),
-        "comm_mb_eq13": accounts.eq13 / 1e6,
-        "comm_mb_payload": accounts.payload / 1e6,
+        "comm_mb_eq13": accounts.total_mb("eq13"),
+        "comm_mb_payload": accounts.total_mb("payload"),
+        "comm_mb_eq13_by_kind": {c: v / 1e6 for c, v in accounts.eq13.items()},
+        "comm_mb_payload_by_kind": {c: v / 1e6 for c, v in accounts.payload.items()},
         "wall_s": wall_before + time.perf_counter() - start,
         "finetune": finetune,
     }

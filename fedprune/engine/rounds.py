@@ -6,7 +6,7 @@ exactly the clients and orders the windows exactly as an uninterrupted run would
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tensorflow_federated as tff
@@ -42,3 +42,34 @@ def run_round(
         train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
     ]
     return process.next(state, datasets)
+
+
+def cluster_quota(sizes: Sequence[int], per_round: int) -> list[int]:
+    """Clients per cluster for one round: proportional to cluster size (largest remainder),
+    at least one per cluster, at most the cluster's size; sums to ``per_round`` when
+    ``per_round >= len(sizes)``."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if per_round < 1 or np.any(sizes < 1):
+        raise ConfigError("clients per round and every cluster size must be >= 1")
+    quota = np.ones(len(sizes), dtype=np.int64)
+    spare = per_round - len(sizes)
+    while spare > 0 and np.any(quota < sizes):
+        share = (per_round * sizes / sizes.sum()) - quota
+        share[quota >= sizes] = -np.inf
+        quota[int(np.argmax(share))] += 1
+        spare -= 1
+    return quota.tolist()
+
+
+def sample_by_cluster(
+    cluster_of: Mapping[int, int], per_round: int, seed: int, round_num: int
+) -> dict[int, list[int]]:
+    """{cluster: sorted client ids} for this round, with :func:`cluster_quota` per cluster."""
+    clusters = sorted(set(cluster_of.values()))
+    members = {c: sorted(i for i, k in cluster_of.items() if k == c) for c in clusters}
+    quota = cluster_quota([len(members[c]) for c in clusters], per_round)
+    chosen = {}
+    for c, q in zip(clusters, quota):
+        rng = np.random.default_rng([seed, round_num, c])
+        chosen[c] = np.sort(rng.choice(members[c], size=q, replace=False)).tolist()
+    return chosen

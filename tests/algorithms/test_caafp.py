@@ -1,0 +1,108 @@
+import json
+
+import numpy as np
+import pytest
+
+from fedprune.algorithms.caafp import CAAFPConfig, run_caafp
+from fedprune.engine import execution
+from fedprune.errors import ConfigError
+from fedprune.runs import RunDir
+
+pytestmark = pytest.mark.slow
+
+CONFIG = CAAFPConfig(
+    dataset="uci_har",
+    phases=(1, 1, 4),
+    clusters=2,
+    clients_per_round=4,
+    local_epochs=1,
+    start_sparsity=0.5,
+    target_sparsity=0.7,
+    prune_frequency=2,
+    churn=0.05,
+    ft_epochs=(1, 2),
+)
+
+
+@pytest.fixture(scope="module")
+def tff_context():
+    execution.install()
+    yield
+    execution.shutdown()
+
+
+def test_run_reaches_target_and_personal_models_respect_masks(
+    tff_context, tmp_path, fixture_data_dir
+):
+    summary = run_caafp(CONFIG, tmp_path / "run", fixture_data_dir, progress=False)
+    for key in (
+        "method",
+        "dataset",
+        "seed",
+        "num_clients",
+        "params",
+        "sparsity",
+        "comm_mb_eq13",
+        "comm_mb_payload",
+        "wall_s",
+        "finetune",
+    ):
+        assert key in summary
+    assert summary["sparsity"] == pytest.approx(0.7, abs=0.01)
+    assert set(summary["finetune"]) == {"1", "2"}
+    assert 0 <= summary["finetune"]["2"]["fairness"] <= 0.5
+    assert len(summary["finetune"]["2"]["client_acc"]) == 6
+    run = tmp_path / "run"
+    clusters = json.loads((run / "clusters.json").read_text())
+    assert sorted(clusters) == [str(i) for i in range(1, 7)]
+    masks = np.load(run / "masks.npz")
+    personal = np.load(run / "personal_ft2.npz")
+    for cid, c in clusters.items():
+        kernels = [personal[f"client{cid}_{i}"] for i in (0, 2, 4, 6)]
+        for k, kernel in enumerate(kernels):
+            mask = masks[f"cluster{c}_{k}"]
+            assert np.all(kernel[mask == 0] == 0)
+    rows = RunDir(run, json.loads((run / "config.json").read_text())).metrics_rows()
+    assert [r["phase"] for r in rows][:2] == ["fedavg", "clustering"]
+    sparsities = [float(r["sparsity"]) for r in rows if r["phase"] == "prune"]
+    assert sparsities[-1] == pytest.approx(0.7, abs=0.01)
+    assert float(rows[-1]["comm_mb_eq13"]) == pytest.approx(summary["comm_mb_eq13"])
+    assert summary["comm_mb_payload"] < summary["comm_mb_eq13"] * 1.1
+
+
+def test_resume_equals_uninterrupted(tff_context, tmp_path, fixture_data_dir, monkeypatch):
+    full = run_caafp(CONFIG, tmp_path / "full", fixture_data_dir, progress=False)
+    original = RunDir.save_checkpoint
+
+    def crash(self, step, *args, **kwargs):
+        original(self, step, *args, **kwargs)
+        if step == 4:  # inside Phase 3, after the first mask update
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunDir, "save_checkpoint", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run_caafp(CONFIG, tmp_path / "resumed", fixture_data_dir, progress=False)
+    monkeypatch.setattr(RunDir, "save_checkpoint", original)
+    resumed = run_caafp(CONFIG, tmp_path / "resumed", fixture_data_dir, progress=False)
+    for key in ("finetune", "sparsity", "comm_mb_eq13", "comm_mb_payload", "clusters"):
+        assert resumed[key] == full[key], key
+    a = np.load(tmp_path / "full" / "masks.npz")
+    b = np.load(tmp_path / "resumed" / "masks.npz")
+    assert all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(alpha=0.5, beta=0.5, gamma=0.5), "must be 1"),
+        (dict(alpha=0.5), "all of --alpha"),
+        (dict(phases=(0, 0, 0)), "T2 >= 1"),
+        (dict(start_sparsity=0.9), "start sparsity"),
+        (dict(prune_frequency=10), "frequency"),
+    ],
+)
+def test_bad_parameters(change, message):
+    import dataclasses
+
+    with pytest.raises(ConfigError, match=message):
+        dataclasses.replace(CONFIG, **change).resolved()
