@@ -1,12 +1,14 @@
-"""Benchmark: one TFF FedAvg round against Keras ``fit`` over the same windows.
+"""Benchmark: round times of the TFF engine against Keras ``fit`` over the same windows.
 
-Both train the paper's 1D-CNN with Adam(1e-3), batch 32, E local epochs on the same sampled
-clients' training windows. Keras fits one model on their concatenation (what a single machine
-would do); TFF trains one model per client inside one federated round. The ratio shows the
-overhead of running rounds as TFF computations.
+1. A TFF FedAvg round against Keras ``fit`` of one model on the same clients' windows (same
+   model, Adam(1e-3), batch 32, E local epochs): the overhead of running rounds as TFF
+   computations.
+2. A CA-AFP Phase-3 round on the same clients (split into clusters of 8/1/1, masks at 70 %,
+   proximal term, one scoring round every f = 5) against the FedAvg round: the cost of
+   clustering, masking and the score statistics.
 
-    make bench                      # real UCI-HAR, 10 clients, E=3, 3 timed rounds
-    python experiments/bench_round.py --dataset wisdm --rounds 5
+    make bench                      # real UCI-HAR, 10 clients, E=3
+    python experiments/bench_round.py --dataset wisdm --rounds 10
 """
 
 from __future__ import annotations
@@ -19,11 +21,29 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import tensorflow_federated as tff  # noqa: E402
 
 from fedprune.data.registry import load_federated  # noqa: E402
 from fedprune.engine import execution  # noqa: E402
-from fedprune.engine.process import ModelSpec, build_fedavg_process  # noqa: E402
+from fedprune.engine.client_work import LocalTraining  # noqa: E402
+from fedprune.engine.process import (  # noqa: E402
+    ModelSpec,
+    build_fedavg_process,
+    build_learning_process,
+    with_client_work_state,
+)
 from fedprune.engine.rounds import run_round, sample_clients  # noqa: E402
+from fedprune.sparsity import masks as M  # noqa: E402
+from fedprune.sparsity.layers import prunable_mask_flags  # noqa: E402
+
+
+def _median_time(fn, repeats: int) -> float:  # noqa: ANN001
+    times = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        fn(r)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
 
 
 def main() -> None:
@@ -31,7 +51,7 @@ def main() -> None:
     parser.add_argument("--dataset", default="uci_har", choices=("uci_har", "wisdm"))
     parser.add_argument("--clients-per-round", type=int, default=10)
     parser.add_argument("--local-epochs", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (after a warm-up)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds (after a warm-up)")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args()
 
@@ -40,17 +60,48 @@ def main() -> None:
     ids = sample_clients([c.client_id for c in data.clients], args.clients_per_round, 0, 1)
     clients = [data.client(i) for i in ids]
     windows = sum(c.num_train for c in clients) * args.local_epochs
+    init = [np.asarray(w) for w in spec.initial_weights().trainable]
+    flags = prunable_mask_flags(spec.keras())
+    rng = np.random.default_rng(0)
+    kernels = M.prune_to(
+        [np.ones_like(w) for w, f in zip(init, flags) if f],
+        [rng.random(w.shape) for w, f in zip(init, flags) if f],
+        0.7,
+    )
+    it = iter(kernels)
+    mask = [next(it) if f else np.ones_like(w) for w, f in zip(init, flags)]
+    groups = [clients[:-2], clients[-2:-1], clients[-1:]]
 
     execution.install()
     try:
-        process = build_fedavg_process(spec, args.local_epochs)
-        state = process.initialize()
-        state = run_round(process, state, clients, 0, 0, 32).state  # warm-up (tracing)
-        times = []
-        for r in range(1, args.rounds + 1):
-            t0 = time.perf_counter()
-            state = run_round(process, state, clients, r, 0, 32).state
-            times.append(time.perf_counter() - t0)
+        fedavg = build_fedavg_process(spec, args.local_epochs)
+        state = fedavg.initialize()
+        run_round(fedavg, state, clients, 0, 0, 32)  # warm-up (tracing)
+        fedavg_s = _median_time(
+            lambda r: run_round(fedavg, state, clients, r + 1, 0, 32), args.rounds
+        )
+
+        training = LocalTraining(args.local_epochs, prox=1e-3, masked=True)
+        plain = build_learning_process(spec, training)
+        measuring = build_learning_process(
+            spec, LocalTraining(**{**training.__dict__, "statistics": True})
+        )
+        base = with_client_work_state(
+            plain.set_model_weights(
+                plain.initialize(), tff.learning.models.ModelWeights(M.apply(init, mask), [])
+            ),
+            mask=mask,
+            anchor=init,
+        )
+
+        def caafp_round(r: int) -> None:
+            process = measuring if r % 5 == 0 else plain
+            for group in groups:
+                run_round(process, base, group, r + 1, 0, 32)
+
+        caafp_round(0)  # warm-up both processes
+        caafp_round(1)
+        caafp_s = float(np.mean([_time(caafp_round, r) for r in range(5)]))
     finally:
         execution.shutdown()
 
@@ -59,20 +110,27 @@ def main() -> None:
     model = spec.keras()
     model.compile(tf.keras.optimizers.Adam(1e-3), "sparse_categorical_crossentropy")
     model.fit(x, y, batch_size=32, epochs=1, verbose=0)  # warm-up
-    fit_times = []
-    for _ in range(args.rounds):
-        t0 = time.perf_counter()
-        model.fit(x, y, batch_size=32, epochs=args.local_epochs, verbose=0)
-        fit_times.append(time.perf_counter() - t0)
+    fit_s = _median_time(
+        lambda r: model.fit(x, y, batch_size=32, epochs=args.local_epochs, verbose=0), args.rounds
+    )
 
-    tff_s, fit_s = float(np.median(times)), float(np.median(fit_times))
     print(
         f"{args.dataset}: {len(clients)} clients, {windows} windows per round "
         f"(E={args.local_epochs})"
     )
-    print(f"  TFF FedAvg round  {tff_s:7.2f} s  {windows / tff_s:8.0f} windows/s")
-    print(f"  Keras fit         {fit_s:7.2f} s  {windows / fit_s:8.0f} windows/s")
-    print(f"  ratio (TFF / Keras time)  {tff_s / fit_s:.2f}")
+    print(f"  Keras fit                  {fit_s:6.2f} s  {windows / fit_s:7.0f} windows/s")
+    print(f"  TFF FedAvg round           {fedavg_s:6.2f} s  {windows / fedavg_s:7.0f} windows/s")
+    print(f"  CA-AFP round (3 clusters)  {caafp_s:6.2f} s  {windows / caafp_s:7.0f} windows/s")
+    print(f"  FedAvg round / Keras fit   {fedavg_s / fit_s:6.2f}")
+    print(
+        f"  CA-AFP round / FedAvg round {caafp_s / fedavg_s:5.2f}  (mean over 5 rounds, 1 scoring)"
+    )
+
+
+def _time(fn, r: int) -> float:  # noqa: ANN001
+    t0 = time.perf_counter()
+    fn(r)
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

@@ -351,7 +351,7 @@ def run_caafp(
     np.savez(
         run.path / "masks.npz",
         **{
-            f"cluster{c}_{i}": m
+            f"cluster{c}_{i}": m.astype(np.uint8)
             for c in cluster_m
             for i, m in enumerate(_split(cluster_m[c], flags))
         },
