@@ -30,6 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated, from: {', '.join(FORMATS)} (default: float32,int8)",
     )
     parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument(
+        "--ft-epochs",
+        type=int,
+        default=None,
+        help="CA-AFP runs: export the personal models after this many fine-tuning epochs "
+        "(default: the longest the run has)",
+    )
     parser.add_argument("--data-dir", default=None, help="as for fedprune (for the client data)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
@@ -48,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         unknown = [f for f in formats if f not in FORMATS]
         if unknown or not formats:
             raise ConfigError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
-        run = load_run(args.run_dir, args.data_dir)
+        run = load_run(args.run_dir, args.data_dir, args.ft_epochs)
         clients = select_clients(run, args.clients)
         entries = export_run(run, clients, formats, args.out, progress=not args.no_progress)
         print(report_markdown(entries), end="")

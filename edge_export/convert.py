@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from fedprune.errors import ConfigError
 
-FORMATS = ("float32", "float16", "dynamic", "int8")
+FORMATS = ("float32", "float16", "dynamic", "int8", "float32-sparse", "int8-sparse")
 
 
 def _representative(x: np.ndarray, limit: int = 200) -> Callable[[], Iterator[list[np.ndarray]]]:
@@ -28,15 +28,21 @@ def to_tflite(model: tf.keras.Model, fmt: str, representative_x: np.ndarray | No
     * ``dynamic``: int8 weights, float activations (dynamic-range quantization).
     * ``int8``: full-integer; int8 input and output; calibrated on ``representative_x``
       (the client's own training windows).
+    * ``float32-sparse`` / ``int8-sparse``: the same with the converter's sparsity
+      optimization, which stores sufficiently sparse constant tensors in a compressed sparse
+      format (see :func:`sparse_tensors` for what was actually stored sparse).
     """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    if fmt != "float32":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if fmt == "float16":
+    base, sparse = fmt.removesuffix("-sparse"), fmt.endswith("-sparse")
+    optimizations = [] if base == "float32" else [tf.lite.Optimize.DEFAULT]
+    if sparse:
+        optimizations.insert(0, tf.lite.Optimize.EXPERIMENTAL_SPARSITY)
+    converter.optimizations = optimizations
+    if base == "float16":
         converter.target_spec.supported_types = [tf.float16]
-    if fmt == "int8":
+    if base == "int8":
         if representative_x is None or len(representative_x) == 0:
             raise ConfigError("int8 conversion needs representative windows")
         converter.representative_dataset = _representative(representative_x)
@@ -44,3 +50,16 @@ def to_tflite(model: tf.keras.Model, fmt: str, representative_x: np.ndarray | No
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8
     return converter.convert()
+
+
+def sparse_tensors(model_content: bytes) -> list[str]:
+    """Names of the tensors the flatbuffer stores in TFLite's sparse format."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(model_content, 0)
+    return [
+        t.name.decode() if isinstance(t.name, bytes) else str(t.name)
+        for g in model.subgraphs
+        for t in g.tensors
+        if t.sparsity is not None
+    ]

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from edge_export.convert import to_tflite
+from edge_export.convert import sparse_tensors, to_tflite
 from edge_export.run_models import RunModels
 from edge_export.verify import verify
 
@@ -57,7 +57,9 @@ def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes) -> dict:
             "std": client.std.tolist(),
             "apply": "x = (x - mean) / std per channel, before quantization",
         },
-        "sparsity": None,
+        "sparsity": run.sparsity(client_id),
+        "models": run.source,
+        "sparse_tensors": sparse_tensors(content),
     }
 
 
@@ -92,7 +94,8 @@ def export_run(
                 "path": str(path.relative_to(out)),
                 "bytes": len(content),
                 "gzip_bytes": len(gzip.compress(content, 9)),
-                "sparse_encoded": False,
+                "sparse_encoded": bool(meta["sparse_tensors"]),
+                "sparsity": meta["sparsity"],
                 "keras_acc": keras_acc,
                 "tflite_acc": check.tflite_acc,
                 "acc_delta": check.tflite_acc - keras_acc,

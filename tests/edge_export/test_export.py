@@ -1,5 +1,7 @@
 import json
 
+import numpy as np
+
 import pytest
 
 from edge_export.cli import main
@@ -16,6 +18,8 @@ def fedavg_run(tmp_path, fixture_data_dir):
     config = {"method": "fedavg", "dataset": "uci_har", "seed": 0, "standardize": False}
     run = RunDir(tmp_path / "run", config)
     weights = build_har_cnn((128, 9), 6, seed=0).get_weights()
+    rng = np.random.default_rng(0)
+    weights = [w * (rng.random(w.shape) > 0.7) if w.ndim > 1 else w for w in weights]
     run.save_checkpoint(1, {"trainable": weights, "non_trainable": []})
     run.write_summary({"method": "fedavg"})
     return run.path, fixture_data_dir
@@ -47,6 +51,10 @@ def test_every_format_loads_and_agrees_with_keras(fedavg_run, tmp_path):
     assert by_format["float16"]["bytes"] < 0.6 * by_format["float32"]["bytes"]
     assert by_format["int8"]["bytes"] < 0.35 * by_format["float32"]["bytes"]
     assert by_format["int8"]["agreement"] >= 0.8
+    assert by_format["int8-sparse"]["sparse_encoded"] and not by_format["int8"]["sparse_encoded"]
+    assert by_format["int8-sparse"]["bytes"] < by_format["int8"]["bytes"]
+    assert by_format["float32-sparse"]["max_prob_diff"] < 1e-5
+    assert by_format["int8"]["sparsity"] > 0.69
     meta = json.loads((out / "client2" / "int8.json").read_text())
     assert meta["input"]["dtype"] == "int8" and meta["input"]["quantization"]["scale"] > 0
     assert meta["labels"][0] == "WALKING"
