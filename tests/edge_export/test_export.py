@@ -1,11 +1,11 @@
 import json
 
 import numpy as np
-
 import pytest
 
 from edge_export.cli import main
 from edge_export.convert import FORMATS
+from fedprune.data.registry import load_federated
 from fedprune.models.cnn1d import build_har_cnn
 from fedprune.runs import RunDir
 
@@ -17,9 +17,14 @@ def fedavg_run(tmp_path, fixture_data_dir):
     """A finished FedAvg run directory written by hand (random but fixed weights)."""
     config = {"method": "fedavg", "dataset": "uci_har", "seed": 0, "standardize": False}
     run = RunDir(tmp_path / "run", config)
-    weights = build_har_cnn((128, 9), 6, seed=0).get_weights()
+    data = load_federated("uci_har", 0, fixture_data_dir, verbose=False)
+    model = build_har_cnn((128, 9), 6, seed=0)
+    model.compile("adam", "sparse_categorical_crossentropy")
+    x = np.concatenate([c.x_train for c in data.clients])
+    y = np.concatenate([c.y_train for c in data.clients])
+    model.fit(x, y, epochs=15, verbose=0)  # a clear decision per window, as after training
     rng = np.random.default_rng(0)
-    weights = [w * (rng.random(w.shape) > 0.7) if w.ndim > 1 else w for w in weights]
+    weights = [w * (rng.random(w.shape) > 0.7) if w.ndim > 1 else w for w in model.get_weights()]
     run.save_checkpoint(1, {"trainable": weights, "non_trainable": []})
     run.write_summary({"method": "fedavg"})
     return run.path, fixture_data_dir
