@@ -28,5 +28,6 @@ def test_payload_bitmask_plus_values():
     # 1000 params, 900 prunable of which 270 active: 113 B mask + 270*4 + 100*4
     assert payload_bytes(1000, 900, 270) == 113 + 1080 + 400
     assert payload_bytes(1000, 900, 900) == 4000  # dense is smaller than mask + values
+    assert payload_bytes(1000, 900, 270, n_units=60) == 8 + 1080 + 400  # 1 bit per block
     with pytest.raises(ValueError):
         payload_bytes(10, 20, 5)

@@ -134,8 +134,14 @@ class _Accounts:
 
     CATEGORIES = ("models", "clustering", "statistics")
 
-    def __init__(self, n_params: int, n_prunable: int, saved: dict[str, float] | None = None):
-        self.n_params, self.n_prunable = n_params, n_prunable
+    def __init__(
+        self,
+        n_params: int,
+        n_prunable: int,
+        n_units: int,
+        saved: dict[str, float] | None = None,
+    ):
+        self.n_params, self.n_prunable, self.n_units = n_params, n_prunable, n_units
         saved = saved or {}
         self.eq13 = {c: saved.get(f"eq13_{c}", 0.0) for c in self.CATEGORIES}
         self.payload = {c: saved.get(f"payload_{c}", 0.0) for c in self.CATEGORIES}
@@ -147,7 +153,7 @@ class _Accounts:
             self.n_params, 1 - active / self.n_params
         )
         self.payload[category] += transfers * communication.payload_bytes(
-            self.n_params, self.n_prunable, n_active_prunable
+            self.n_params, self.n_prunable, n_active_prunable, self.n_units
         )
 
     def statistics(self, n_active_prunable: int, clients: int) -> None:
@@ -204,7 +210,8 @@ def run_caafp(
 
     # ---- restore -------------------------------------------------------------------------
     done, wall_before = 0, 0.0
-    accounts = _Accounts(n_params, n_prunable)
+    n_units = sum(M.unit_ids(w.shape, config.block)[1] for w, f in zip(init.trainable, flags) if f)
+    accounts = _Accounts(n_params, n_prunable, n_units)
     global_w = [np.asarray(w) for w in init.trainable]
     assignment: np.ndarray | None = None
     cluster_w: dict[int, list[np.ndarray]] = {}
@@ -213,7 +220,7 @@ def run_caafp(
     if checkpoint is not None:
         done, arrays, scalars = checkpoint
         wall_before = scalars["wall_s"]
-        accounts = _Accounts(n_params, n_prunable, scalars)
+        accounts = _Accounts(n_params, n_prunable, n_units, scalars)
         global_w = arrays["global"]
         if "assignment" in arrays:
             assignment = arrays["assignment"][0]
