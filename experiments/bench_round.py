@@ -32,7 +32,11 @@ from fedprune.engine.process import (  # noqa: E402
     build_learning_process,
     with_client_work_state,
 )
-from fedprune.engine.rounds import run_round, sample_clients  # noqa: E402
+from fedprune.engine.rounds import (  # noqa: E402
+    run_round,
+    run_rounds_concurrently,
+    sample_clients,
+)
 from fedprune.sparsity import masks as M  # noqa: E402
 from fedprune.sparsity.layers import prunable_mask_flags  # noqa: E402
 
@@ -96,8 +100,7 @@ def main() -> None:
 
         def caafp_round(r: int) -> None:
             process = measuring if r % 5 == 0 else plain
-            for group in groups:
-                run_round(process, base, group, r + 1, 0, 32)
+            run_rounds_concurrently([(process, base, g) for g in groups], r + 1, 0, 32)
 
         caafp_round(0)  # warm-up both processes
         caafp_round(1)

@@ -52,7 +52,12 @@ from fedprune.engine.process import (
     build_learning_process,
     with_client_work_state,
 )
-from fedprune.engine.rounds import run_round, sample_by_cluster, sample_clients
+from fedprune.engine.rounds import (
+    run_round,
+    run_rounds_concurrently,
+    sample_by_cluster,
+    sample_clients,
+)
 from fedprune.engine.updates import build_update_computation, client_updates
 from fedprune.errors import ConfigError
 from fedprune.finetune import finetune_all
@@ -324,15 +329,16 @@ def run_caafp(
             or (phase3_t == 1 and config.start_sparsity > 0)
         )
         chosen = sample_by_cluster(cluster_of, config.clients_per_round, config.seed, step)
+        process = measuring if measure else plain
+        jobs = []
         for c, members in chosen.items():
-            process = measuring if measure else plain
             state = process.set_model_weights(
                 base, tff.learning.models.ModelWeights(cluster_w[c], [])
             )
             state = with_client_work_state(state, mask=cluster_m[c], anchor=global_w)
-            output = run_round(
-                process, state, [by_id[i] for i in members], step, config.seed, config.batch_size
-            )
+            jobs.append((process, state, [by_id[i] for i in members]))
+        outputs = run_rounds_concurrently(jobs, step, config.seed, config.batch_size)
+        for (c, members), output in zip(chosen.items(), outputs):
             n_active = int(sum(m.sum() for m in _split(cluster_m[c], flags)))
             accounts.model(n_active, 2 * len(members))
             new_w = [np.asarray(w) for w in process.get_model_weights(output.state).trainable]
