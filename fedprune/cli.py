@@ -84,6 +84,53 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _add_pipeline_args(parser: argparse.ArgumentParser) -> None:
+    """Options of the clustered/pruned pipeline; unset ones take the method's defaults."""
+    add = parser.add_argument
+    add(
+        "--phases",
+        type=_int_list(3),
+        metavar="T0,T1,T2",
+        help="rounds of FedAvg, dense cluster training, masked cluster training",
+    )
+    add("--clusters", type=_positive_int, help="clusters K")
+    add("--prox", type=float, help="lambda of the proximal term, Eq. 5")
+    add("--start-sparsity", type=float, help="sparsity after Phase-3 round 1 (CA-AFP)")
+    add("--target-sparsity", type=float, help="final sparsity of the pruned kernels")
+    add("--prune-frequency", type=_positive_int, help="update masks every f rounds (CA-AFP)")
+    add("--churn", type=float, help="churn rate rho (CA-AFP)")
+    for name, score in (("alpha", "magnitude"), ("beta", "coherence"), ("gamma", "consistency")):
+        add(f"--{name}", type=float, help=f"weight of the {score} score (CA-AFP)")
+    add(
+        "--block",
+        type=_positive_int,
+        help="mask granularity: 1 = per weight; 16 = blocks TFLite stores compactly",
+    )
+    add(
+        "--ft-epochs",
+        type=_int_list(None),
+        metavar="E[,E...]",
+        help="fine-tuning epochs reported, all from one trained run",
+    )
+    parser.epilog = "Options not given take the method's defaults (the paper's Tables 5-6)."
+
+
+PIPELINE_OPTIONS = (
+    "phases",
+    "clusters",
+    "prox",
+    "start_sparsity",
+    "target_sparsity",
+    "prune_frequency",
+    "churn",
+    "alpha",
+    "beta",
+    "gamma",
+    "block",
+    "ft_epochs",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedprune",
@@ -116,54 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_training_args(fedavg)
     fedavg.add_argument("--rounds", type=_positive_int, default=50, help="global rounds (50)")
 
-    caafp = train.add_parser(
-        "caafp",
-        help="CA-AFP: clustering, prune-and-heal, sparse fine-tuning",
-        description="Cluster-Aware Adaptive Federated Pruning (Algorithm 1 of the paper) on "
-        "TFF. Writes config.json, metrics.csv (per round and cluster), clusters.json, "
-        "masks.npz, cluster_models.npz, personal_ft<E>.npz and summary.json to --out; "
-        "resumable like every run. Defaults follow the paper's Tables 5-6.",
-    )
-    _add_training_args(caafp)
-    caafp.add_argument(
-        "--phases",
-        type=_int_list(3),
-        default=(0, 0, 50),
-        metavar="T0,T1,T2",
-        help="rounds of FedAvg, dense cluster training, pruned cluster training (0,0,50)",
-    )
-    caafp.add_argument("--clusters", type=_positive_int, default=3, help="clusters K (3)")
-    caafp.add_argument(
-        "--prox", type=float, default=1e-3, help="lambda of the proximal term, Eq. 5 (1e-3)"
-    )
-    caafp.add_argument(
-        "--start-sparsity", type=float, default=0.7, help="sparsity after Phase-3 round 1 (0.7)"
-    )
-    caafp.add_argument("--target-sparsity", type=float, default=0.7, help="S_target (0.7)")
-    caafp.add_argument(
-        "--prune-frequency", type=_positive_int, default=5, help="update masks every f rounds (5)"
-    )
-    caafp.add_argument("--churn", type=float, default=0.05, help="churn rate rho (0.05)")
-    for name, score in (("alpha", "magnitude"), ("beta", "coherence"), ("gamma", "consistency")):
-        caafp.add_argument(
-            f"--{name}",
-            type=float,
-            default=None,
-            help=f"weight of the {score} score (default: the paper's value for the dataset)",
-        )
-    caafp.add_argument(
-        "--block",
-        type=_positive_int,
-        default=1,
-        help="mask granularity: 1 = per weight (paper); 16 = blocks TFLite stores compactly",
-    )
-    caafp.add_argument(
-        "--ft-epochs",
-        type=_int_list(None),
-        default=(3, 25),
-        metavar="E[,E...]",
-        help="fine-tuning epochs reported, all from one trained run (3,25)",
-    )
+    from fedprune.algorithms.descriptions import DESCRIPTIONS
+
+    for method, (summary, description) in DESCRIPTIONS.items():
+        sub = train.add_parser(method, help=summary, description=description)
+        _add_training_args(sub)
+        _add_pipeline_args(sub)
     return parser
 
 
@@ -202,24 +207,12 @@ def _train(args: argparse.Namespace) -> None:
         config, runner = FedAvgConfig(rounds=args.rounds, **common), run_fedavg
         config.validate()
     else:
-        from fedprune.algorithms.caafp import CAAFPConfig, run_caafp
+        from fedprune.algorithms.registry import ALGORITHMS
 
-        config = CAAFPConfig(
-            phases=args.phases,
-            clusters=args.clusters,
-            prox=args.prox,
-            start_sparsity=args.start_sparsity,
-            target_sparsity=args.target_sparsity,
-            prune_frequency=args.prune_frequency,
-            churn=args.churn,
-            alpha=args.alpha,
-            beta=args.beta,
-            gamma=args.gamma,
-            block=args.block,
-            ft_epochs=args.ft_epochs,
-            **common,
-        ).resolved()
-        runner = run_caafp
+        factory, runner = ALGORITHMS[args.method]
+        overrides = {k: getattr(args, k) for k in PIPELINE_OPTIONS if getattr(args, k) is not None}
+        dataset = common.pop("dataset")
+        config = factory(dataset, **common, **overrides).resolved()
     execution.install(
         num_local_workers=args.workers if not args.remote_worker else 0,
         remote_workers=tuple(args.remote_worker),

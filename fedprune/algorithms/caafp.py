@@ -1,465 +1,85 @@
 """CA-AFP: Cluster-Aware Adaptive Federated Pruning (Jha, Shukla, Lone 2026; Algorithm 1).
 
-Phases, each a composition of the engine's pieces:
-
-1. T0 rounds of data-size-weighted FedAvg (Eq. 2) over sampled clients.
-2. Clustering (always): every client trains one local epoch from w^(T0) and sends its update;
-   cosine distances (Eq. 3-4), agglomerative clustering, average linkage, K clusters.
-3. T1 rounds of dense cluster training with the proximal objective (Eq. 5) towards the fixed
-   personal reference w_p,k = w^(T0), data-size-weighted aggregation in the cluster (Eq. 6).
-4. T2 rounds of masked cluster training (Eq. 7) with prune-and-heal (Alg. 1 lines 36-59).
-5. Fine-tuning: every client trains its cluster model under the fixed mask (Eq. 12).
+The phases are the shared :mod:`fedprune.algorithms.pipeline`; this module is CA-AFP's mask
+policy, prune-and-heal (Alg. 1 lines 36-59): after every f-th Phase-3 round, scores (Eq. 8-11)
+from that round's federated statistics, then one schedule step (lines 41-47): prune
+N_churn + N_deficit lowest-score active weights, regrow N_churn inactive weights with the
+largest |mean gradient| (they restart from zero).
 
 Interpretations (the paper is silent or inconsistent; all configurable):
 
-* Sampling: Phase 1 samples ``clients_per_round`` clients from all. Phases 2-3 sample the same
-  total, split across clusters in proportion to their sizes with at least one client per
-  cluster (so every cluster trains, and every scheduled mask update happens, in every round;
-  27/2/1 clients -> 8/1/1). This keeps the paper's 10 clients per round and its communication.
 * Mask updates happen at the *end* of Phase-3 round t for t mod f == 0 and t < T2 (the last
-  f rounds heal at the final mask). Their statistics come from that round: gradients at the
-  broadcast w_c ⊙ M_c before local training (consistency, regrowth), the clients' trained
-  models (coherence), and the aggregated cluster model (magnitude). With R =
-  floor((T2 - t)/f) >= 1 the target is reached at the last update.
+  f rounds heal at the final mask). With R = floor((T2 - t)/f) >= 1 the target is reached at
+  the last update. Magnitude (Eq. 9) is taken from the aggregated cluster model, coherence
+  (Eq. 10) from the clients' trained models of that round, consistency (Eq. 11) and regrowth
+  from gradients at the broadcast w_c ⊙ M_c.
 * Start sparsity: Algorithm 1 starts dense (M = 1) while Tables 5-6 say "Start 70 %". Here
-  ``start_sparsity`` > 0 prunes to it at the end of Phase-3 round 1, from that round's scores;
+  ``start_sparsity`` > 0 prunes to it at the end of Phase-3 round 1 from that round's scores;
   default 0.7 as in the tables.
-* Budgets are global over all prunable kernels (conv and dense kernels; biases stay dense), as
-  Eq. 9 normalizes by the maximum over all weights of the model.
-* Variance, mean sign and mean gradient are unweighted means over the cluster's participating
-  clients of that round; the model aggregation is data-size weighted.
-* lambda (``prox``) is not given in the paper; default 1e-3.
+* Budgets are global over all prunable kernels, as Eq. 9 normalizes by the model-wide maximum.
+* lambda (``prox``) is not given in the paper; default 1e-3. Scoring weights default to the
+  paper's per dataset: UCI-HAR (0.5, 0.25, 0.25), WISDM (0.25, 0.25, 0.5).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
 from pathlib import Path
 
 import numpy as np
-import tensorflow_federated as tff
-from tqdm import tqdm
 
-from fedprune import communication
-from fedprune.clustering import cluster_clients
-from fedprune.data.registry import load_federated
-from fedprune.engine.client_work import LocalTraining
-from fedprune.engine.process import (
-    ModelSpec,
-    build_fedavg_process,
-    build_learning_process,
-    with_client_work_state,
-)
-from fedprune.engine.rounds import (
-    run_round,
-    run_rounds_concurrently,
-    sample_by_cluster,
-    sample_clients,
-)
-from fedprune.engine.updates import build_update_computation, client_updates
-from fedprune.errors import ConfigError
-from fedprune.finetune import finetune_all
-from fedprune.metrics import fairness
-from fedprune.runs import RunDir
+from fedprune.algorithms.pipeline import PipelineConfig, run_pipeline
 from fedprune.sparsity import masks as M
-from fedprune.sparsity.layers import prunable_mask_flags
 from fedprune.sparsity.schedule import PruneHealSchedule
-from fedprune.sparsity.scores import check_weights, importance
-
-# Tables 5-6 of the paper: scoring weights per dataset.
-PAPER_SCORE_WEIGHTS = {"uci_har": (0.5, 0.25, 0.25), "wisdm": (0.25, 0.25, 0.5)}
+from fedprune.sparsity.scores import importance
 
 
 @dataclasses.dataclass(frozen=True)
-class CAAFPConfig:
-    """Hyper-parameters; defaults from the paper's Tables 5-6."""
+class PruneAndHeal:
+    """CA-AFP's mask policy for one run configuration."""
 
-    dataset: str
-    phases: tuple[int, int, int] = (0, 0, 50)
-    clusters: int = 3
-    clients_per_round: int = 10
-    local_epochs: int = 3
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    prox: float = 1e-3
-    start_sparsity: float = 0.7
-    target_sparsity: float = 0.7
-    prune_frequency: int = 5
-    churn: float = 0.05
-    alpha: float | None = None
-    beta: float | None = None
-    gamma: float | None = None
-    block: int = 1
-    ft_epochs: tuple[int, ...] = (3, 25)
-    seed: int = 0
-    standardize: bool = False
-    method: str = "caafp"
+    config: PipelineConfig
 
-    def resolved(self) -> CAAFPConfig:
-        """Fill unset scoring weights with the paper's values for the dataset, and validate."""
-        config = self
-        if None in (self.alpha, self.beta, self.gamma):
-            if not all(v is None for v in (self.alpha, self.beta, self.gamma)):
-                raise ConfigError("give all of --alpha, --beta, --gamma or none")
-            a, b, g = PAPER_SCORE_WEIGHTS.get(self.dataset, (1 / 3, 1 / 3, 1 / 3))
-            config = dataclasses.replace(self, alpha=a, beta=b, gamma=g)
-        config.validate()
-        return config
-
-    def validate(self) -> None:
-        t0, t1, t2 = self.phases
-        if min(self.phases) < 0 or t2 < 1:
-            raise ConfigError(f"phases T0,T1,T2 must be >= 0 with T2 >= 1, got {self.phases}")
-        for name in ("clusters", "clients_per_round", "local_epochs", "batch_size", "block"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name.replace('_', '-')} must be >= 1")
-        if not self.ft_epochs or min(self.ft_epochs) < 0:
-            raise ConfigError(f"fine-tuning epochs must be >= 0, got {self.ft_epochs}")
-        if self.prox < 0 or self.learning_rate <= 0:
-            raise ConfigError("prox must be >= 0 and the learning rate > 0")
-        check_weights(self.alpha, self.beta, self.gamma)
-        self.schedule()  # validates the sparsity parameters
-
+    @property
     def schedule(self) -> PruneHealSchedule:
-        return PruneHealSchedule(
-            rounds=self.phases[2],
-            frequency=self.prune_frequency,
-            target_sparsity=self.target_sparsity,
-            churn=self.churn,
-            start_sparsity=self.start_sparsity,
-        )
+        return self.config.schedule()
 
+    def scoring_round(self, t: int) -> bool:
+        first = t == 1 and self.config.start_sparsity > 0
+        return first or (t < self.config.phases[2] and self.schedule.prunes_at(t))
 
-class _Accounts:
-    """Cumulative communication in bytes, by Eq. 13 and as encoded payload, per category:
-    ``models`` (cluster/global model transfers), ``clustering`` (the one-epoch updates of
-    Eq. 3 and the model they start from) and ``statistics`` (score statistics)."""
-
-    CATEGORIES = ("models", "clustering", "statistics")
-
-    def __init__(
+    def update(
         self,
-        n_params: int,
-        n_prunable: int,
-        n_units: int,
-        saved: dict[str, float] | None = None,
-    ):
-        self.n_params, self.n_prunable, self.n_units = n_params, n_prunable, n_units
-        saved = saved or {}
-        self.eq13 = {c: saved.get(f"eq13_{c}", 0.0) for c in self.CATEGORIES}
-        self.payload = {c: saved.get(f"payload_{c}", 0.0) for c in self.CATEGORIES}
-
-    def model(self, n_active_prunable: int, transfers: int, category: str = "models") -> None:
-        """``transfers`` transfers of a model with this many unmasked kernel weights."""
-        active = self.n_params - self.n_prunable + n_active_prunable
-        self.eq13[category] += transfers * communication.eq13_bytes(
-            self.n_params, 1 - active / self.n_params
+        t: int,
+        broadcast: list[np.ndarray],
+        aggregated: list[np.ndarray],
+        masks: list[np.ndarray],
+        stats: dict[str, list[np.ndarray]],
+    ) -> list[np.ndarray]:
+        c = self.config
+        scores = importance(
+            aggregated, stats["w"], stats["w2"], stats["grad_sign"], c.alpha, c.beta, c.gamma
         )
-        self.payload[category] += transfers * communication.payload_bytes(
-            self.n_params, self.n_prunable, n_active_prunable, self.n_units
-        )
-
-    def statistics(self, n_active_prunable: int, clients: int) -> None:
-        """Score statistics uploaded by each client beyond its model: E[w²] of the unmasked
-        parameters and one value per prunable weight (gradient sign where active, gradient
-        where inactive), 4 bytes each, in both accounts."""
-        active = self.n_params - self.n_prunable + n_active_prunable
-        extra = clients * 4.0 * (active + self.n_prunable)
-        self.eq13["statistics"] += extra
-        self.payload["statistics"] += extra
-
-    def scalars(self) -> dict[str, float]:
-        return {
-            f"{kind}_{c}": getattr(self, kind)[c]
-            for kind in ("eq13", "payload")
-            for c in self.CATEGORIES
-        }
-
-    def total_mb(self, kind: str) -> float:
-        return sum(getattr(self, kind).values()) / 1e6
+        if c.start_sparsity > 0 and M.sparsity(masks) < c.start_sparsity:
+            return M.prune_to(masks, scores, c.start_sparsity, c.block)
+        n_total = int(sum(m.size for m in masks))
+        n_active = int(sum(m.sum() for m in masks))
+        step = self.schedule.step(t, n_total, n_active)
+        regrow = [np.abs(g) for g in stats["grad"]]
+        return M.prune_and_regrow(masks, scores, regrow, step.n_prune, step.n_grow, c.block)
 
 
-def _split(values: list[np.ndarray], flags: list[bool]) -> list[np.ndarray]:
-    return [np.asarray(v) for v, f in zip(values, flags) if f]
-
-
-def _merge(masks: list[np.ndarray], like: list[np.ndarray], flags: list[bool]) -> list[np.ndarray]:
-    it = iter(masks)
-    return [next(it) if f else np.ones_like(w, np.float32) for w, f in zip(like, flags)]
+def caafp_config(dataset: str, **overrides: object) -> PipelineConfig:
+    """CA-AFP with the paper's defaults (Tables 5-6), overridden by keyword."""
+    return PipelineConfig(dataset=dataset, method="caafp", **overrides)
 
 
 def run_caafp(
-    config: CAAFPConfig,
+    config: PipelineConfig,
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
 ) -> dict:
-    """Train (or resume, or return the finished) CA-AFP run in ``out``; returns the summary."""
+    """Train (or resume, or return the finished) CA-AFP run in ``out``."""
     config = config.resolved()
-    run = RunDir(out, dataclasses.asdict(config))
-    if run.finished:
-        return run.read_summary()
-    t0, t1, t2 = config.phases
-    data = load_federated(config.dataset, config.seed, data_dir, config.standardize)
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
-    init = spec.initial_weights()
-    flags = prunable_mask_flags(spec.keras())
-    n_params = int(sum(w.size for w in init.trainable))
-    n_prunable = int(sum(w.size for w, f in zip(init.trainable, flags) if f))
-    by_id = {c.client_id: c for c in data.clients}
-    ids = sorted(by_id)
-    schedule = config.schedule()
-    training = LocalTraining(config.local_epochs, config.learning_rate, config.prox, masked=True)
-
-    # ---- restore -------------------------------------------------------------------------
-    done, wall_before = 0, 0.0
-    n_units = sum(M.unit_ids(w.shape, config.block)[1] for w, f in zip(init.trainable, flags) if f)
-    accounts = _Accounts(n_params, n_prunable, n_units)
-    global_w = [np.asarray(w) for w in init.trainable]
-    assignment: np.ndarray | None = None
-    cluster_w: dict[int, list[np.ndarray]] = {}
-    cluster_m: dict[int, list[np.ndarray]] = {}
-    checkpoint = run.load_checkpoint()
-    if checkpoint is not None:
-        done, arrays, scalars = checkpoint
-        wall_before = scalars["wall_s"]
-        accounts = _Accounts(n_params, n_prunable, n_units, scalars)
-        global_w = arrays["global"]
-        if "assignment" in arrays:
-            assignment = arrays["assignment"][0]
-            for c in range(config.clusters):
-                cluster_w[c] = arrays[f"cluster{c}_w"]
-                cluster_m[c] = arrays[f"cluster{c}_m"]
-    run.truncate_metrics(done)
-    start = time.perf_counter()
-
-    def save(step: int) -> None:
-        arrays = {"global": global_w}
-        if assignment is not None:
-            arrays["assignment"] = [assignment]
-            for c in range(config.clusters):
-                arrays[f"cluster{c}_w"] = cluster_w[c]
-                arrays[f"cluster{c}_m"] = cluster_m[c]
-        run.save_checkpoint(
-            step,
-            arrays,
-            {"wall_s": wall_before + time.perf_counter() - start, **accounts.scalars()},
-        )
-
-    def log(step: int, phase: str, cluster: int, clients: int, train: dict | None) -> None:
-        masks = cluster_m.get(cluster)
-        run.append_metrics(
-            {
-                "round": step,
-                "phase": phase,
-                "cluster": cluster,
-                "clients": clients,
-                "train_loss": float(train["train_loss"]) if train else "",
-                "train_accuracy": float(train["train_accuracy"]) if train else "",
-                "sparsity": M.sparsity(_split(masks, flags)) if masks else 0.0,
-                "comm_mb_eq13": accounts.total_mb("eq13"),
-                "comm_mb_payload": accounts.total_mb("payload"),
-            }
-        )
-
-    total_steps = t0 + 1 + t1 + t2
-    bar = tqdm(total=total_steps, initial=done, unit="round", disable=not progress)
-
-    # ---- Phase 1: FedAvg -------------------------------------------------------------------
-    if done < t0:
-        process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
-        state = process.set_model_weights(
-            process.initialize(), tff.learning.models.ModelWeights(global_w, [])
-        )
-        for r in range(done + 1, t0 + 1):
-            bar.set_description(f"caafp {config.dataset} phase 1")
-            chosen = sample_clients(ids, config.clients_per_round, config.seed, r)
-            output = run_round(
-                process, state, [by_id[i] for i in chosen], r, config.seed, config.batch_size
-            )
-            state = output.state
-            global_w = [np.asarray(w) for w in process.get_model_weights(state).trainable]
-            accounts.model(n_prunable, 2 * len(chosen))
-            log(r, "fedavg", -1, len(chosen), output.metrics["client_work"]["train"])
-            save(r)
-            done = r
-            bar.update(1)
-
-    # ---- Clustering (Eq. 3-4) --------------------------------------------------------------
-    if done < t0 + 1:
-        bar.set_description(f"caafp {config.dataset} clustering")
-        computation = build_update_computation(
-            spec, LocalTraining(1, config.learning_rate, statistics=False)
-        )
-        updates = client_updates(
-            computation,
-            tff.learning.models.ModelWeights(global_w, []),
-            [by_id[i] for i in ids],
-            config.seed,
-            config.batch_size,
-            round_num=t0 + 1,
-        )
-        assignment = cluster_clients(updates, config.clusters)
-        accounts.model(n_prunable, 2 * len(ids), "clustering")
-        for c in range(config.clusters):
-            cluster_w[c] = [w.copy() for w in global_w]
-            cluster_m[c] = [np.ones_like(w, np.float32) for w in global_w]
-        done = t0 + 1
-        log(done, "clustering", -1, len(ids), None)
-        save(done)
-        bar.update(1)
-    (run.path / "clusters.json").write_text(
-        json.dumps({str(i): int(a) for i, a in zip(ids, assignment)}, indent=2) + "\n"
-    )
-    cluster_of = dict(zip(ids, assignment.tolist()))
-
-    # ---- Phases 2-3: cluster training, then prune-and-heal -----------------------------------
-    if done < total_steps:
-        plain = build_learning_process(spec, training)
-        measuring = build_learning_process(spec, dataclasses.replace(training, statistics=True))
-        base = plain.initialize()
-    for step in range(done + 1, total_steps + 1):
-        phase3_t = step - (t0 + 1 + t1)  # 1-based Phase-3 round, <= 0 in Phase 2
-        phase = "prune" if phase3_t >= 1 else "cluster"
-        bar.set_description(f"caafp {config.dataset} phase {3 if phase3_t >= 1 else 2}")
-        measure = phase3_t >= 1 and (
-            (phase3_t < t2 and schedule.prunes_at(phase3_t))
-            or (phase3_t == 1 and config.start_sparsity > 0)
-        )
-        chosen = sample_by_cluster(cluster_of, config.clients_per_round, config.seed, step)
-        process = measuring if measure else plain
-        jobs = []
-        for c, members in chosen.items():
-            state = process.set_model_weights(
-                base, tff.learning.models.ModelWeights(cluster_w[c], [])
-            )
-            state = with_client_work_state(state, mask=cluster_m[c], anchor=global_w)
-            jobs.append((process, state, [by_id[i] for i in members]))
-        outputs = run_rounds_concurrently(jobs, step, config.seed, config.batch_size)
-        for (c, members), output in zip(chosen.items(), outputs):
-            n_active = int(sum(m.sum() for m in _split(cluster_m[c], flags)))
-            accounts.model(n_active, 2 * len(members))
-            new_w = [np.asarray(w) for w in process.get_model_weights(output.state).trainable]
-            metrics = output.metrics["client_work"]
-            if measure:
-                accounts.statistics(n_active, len(members))
-                cluster_m[c] = _update_mask(
-                    config, schedule, phase3_t, new_w, cluster_m[c], metrics["statistics"], flags
-                )
-                new_w = M.apply(new_w, cluster_m[c])
-            cluster_w[c] = new_w
-            log(step, phase, c, len(members), metrics["train"])
-        save(step)
-        done = step
-        bar.update(1)
-    bar.close()
-
-    # ---- Phase 4: fine-tuning under the fixed masks (Eq. 12) --------------------------------
-    np.savez(
-        run.path / "cluster_models.npz",
-        **{f"cluster{c}_{i}": w for c in cluster_w for i, w in enumerate(cluster_w[c])},
-    )
-    np.savez(
-        run.path / "masks.npz",
-        **{
-            f"cluster{c}_{i}": m.astype(np.uint8)
-            for c in cluster_m
-            for i, m in enumerate(_split(cluster_m[c], flags))
-        },
-    )
-    ft_bar = tqdm(
-        total=len(ids),
-        desc=f"caafp {config.dataset} fine-tuning",
-        unit="client",
-        disable=not progress,
-    )
-    tuned = finetune_all(
-        data.input_shape,
-        data.num_classes,
-        data.clients,
-        {i: M.apply(cluster_w[cluster_of[i]], cluster_m[cluster_of[i]]) for i in ids},
-        {i: _split(cluster_m[cluster_of[i]], flags) for i in ids},
-        config.ft_epochs,
-        config.seed,
-        config.batch_size,
-        config.learning_rate,
-        progress=ft_bar,
-    )
-    ft_bar.close()
-    finetune = {}
-    personal_sparsity = []
-    for e, per_client in tuned.items():
-        client_acc = {cid: acc for cid, (acc, _) in per_client.items()}
-        finetune[str(e)] = {
-            "avg_acc": float(np.mean(list(client_acc.values()))),
-            "fairness": fairness(client_acc),
-            "client_acc": {str(k): v for k, v in client_acc.items()},
-        }
-        np.savez(
-            run.path / f"personal_ft{e}.npz",
-            **{
-                f"client{cid}_{i}": w
-                for cid, (_, ws) in per_client.items()
-                for i, w in enumerate(ws)
-            },
-        )
-        personal_sparsity = [
-            1.0 - sum(int(np.count_nonzero(w)) for w in _split(ws, flags)) / n_prunable
-            for _, ws in per_client.values()
-        ]
-    summary = {
-        "method": config.method,
-        "dataset": config.dataset,
-        "seed": config.seed,
-        "phases": list(config.phases),
-        "num_clients": data.num_clients,
-        "params": n_params,
-        "prunable_params": n_prunable,
-        "clusters": {str(c): int(np.sum(assignment == c)) for c in range(config.clusters)},
-        "cluster_sparsity": {str(c): M.sparsity(_split(cluster_m[c], flags)) for c in cluster_m},
-        "sparsity": float(np.mean(personal_sparsity)),
-        "comm_mb_eq13": accounts.total_mb("eq13"),
-        "comm_mb_payload": accounts.total_mb("payload"),
-        "comm_mb_eq13_by_kind": {c: v / 1e6 for c, v in accounts.eq13.items()},
-        "comm_mb_payload_by_kind": {c: v / 1e6 for c, v in accounts.payload.items()},
-        "wall_s": wall_before + time.perf_counter() - start,
-        "finetune": finetune,
-    }
-    run.write_summary(summary)
-    return summary
-
-
-def _update_mask(
-    config: CAAFPConfig,
-    schedule: PruneHealSchedule,
-    t: int,
-    weights: list[np.ndarray],
-    mask: list[np.ndarray],
-    stats: dict,
-    flags: list[bool],
-) -> list[np.ndarray]:
-    """Scores (Eq. 8-11) from the round's statistics, then prune to the start sparsity (round
-    1) or one schedule step (Alg. 1 lines 41-50)."""
-    kw = _split(weights, flags)
-    km = _split(mask, flags)
-    scores = importance(
-        kw,
-        _split(stats["w"], flags),
-        _split(stats["w2"], flags),
-        _split(stats["grad_sign"], flags),
-        config.alpha,
-        config.beta,
-        config.gamma,
-    )
-    regrow = [np.abs(g) for g in _split(stats["grad"], flags)]
-    current = M.sparsity(km)
-    if config.start_sparsity > 0 and current < config.start_sparsity:
-        new = M.prune_to(km, scores, config.start_sparsity, config.block)
-    else:
-        n_total = int(sum(m.size for m in km))
-        n_active = int(sum(m.sum() for m in km))
-        step = schedule.step(t, n_total, n_active)
-        new = M.prune_and_regrow(km, scores, regrow, step.n_prune, step.n_grow, config.block)
-    return _merge(new, weights, flags)
+    return run_pipeline(config, PruneAndHeal(config), out, data_dir, progress)
