@@ -8,10 +8,10 @@ SHARED_DATA := $(abspath ../shared/data)
 export FEDPRUNE_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast lint format bench clean
+.PHONY: help install test test-fast lint format bench reproduce-table2 reproduce-table2-quick clean
 
 help: ## show this help
-	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-24s %s\n", $$1, $$2}'
 
 install: $(STAMP) ## create .venv (Python 3.11) with the pinned TF/TFF/tfmot stack (idempotent)
 
@@ -41,8 +41,14 @@ test: lint ## lint, then all tests (real-data tests run when the data is found)
 test-fast: install ## unit tests only (no TFF computations, no real data)
 	$(BIN)/pytest -q -m "not slow and not real_data"
 
-bench: install ## time a FedAvg round against Keras fit on the same windows (real UCI-HAR)
+bench: install ## time TFF rounds (FedAvg, CA-AFP) against Keras fit on real UCI-HAR
 	$(BIN)/python experiments/bench_round.py
+
+reproduce-table2: install ## the paper's Table 2 on real data, 5 seeds -> results/table2.{md,csv,png}
+	$(BIN)/fedprune reproduce table2
+
+reproduce-table2-quick: install ## the same with one seed
+	$(BIN)/fedprune reproduce table2 --quick
 
 clean: ## remove caches and build outputs (keeps .venv, runs/ and data/)
 	rm -rf .pytest_cache .ruff_cache build *.egg-info

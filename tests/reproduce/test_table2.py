@@ -1,0 +1,63 @@
+import csv
+import json
+
+import pytest
+
+from fedprune.reproduce import table2 as T
+
+
+def _fake_run(out, row, dataset, seed, acc):
+    path = T.run_dir(out, row, dataset, seed)
+    path.mkdir(parents=True)
+    summary = {
+        "finetune": {
+            "3": {"avg_acc": acc, "fairness": 0.05},
+            "25": {"avg_acc": acc + 0.01, "fairness": 0.04},
+        },
+        "comm_mb_eq13": 100.0 + seed,
+        "comm_mb_payload": 110.0,
+        "sparsity": 0.7,
+        "wall_s": 60.0,
+    }
+    (path / "summary.json").write_text(json.dumps(summary))
+
+
+def test_paper_values_file_has_every_row():
+    paper = T.paper_values()
+    names = [r.name for r in T.ROWS] + list(T.MISSING)
+    for name in names:
+        for dataset in T.DATASETS:
+            for e in T.FT_EPOCHS:
+                assert (name, dataset, e) in paper
+    assert paper[("caafp_0_0_50", "uci_har", 3)]["avg_acc"] == "0.9599"
+
+
+def test_aggregate_means_over_seeds_and_writes_outputs(tmp_path):
+    row = T.ROWS[3]
+    _fake_run(tmp_path, row, "uci_har", 0, 0.90)
+    _fake_run(tmp_path, row, "uci_har", 1, 0.94)
+    table = T.aggregate(tmp_path, [0, 1], rows=(row,), datasets=("uci_har",))
+    entry = next(r for r in table if r["method"] == row.name and r["ft_epochs"] == 3)
+    assert entry["seeds"] == 2
+    assert entry["avg_acc_mean"] == pytest.approx(0.92)
+    assert entry["avg_acc_std"] == pytest.approx(0.02)
+    assert entry["comm_mb_eq13"] == pytest.approx(100.5)
+    assert entry["paper_avg_acc"] == pytest.approx(0.9599)
+    missing = next(r for r in table if r["method"] == "clusterfl")
+    assert missing["seeds"] == 0 and missing["avg_acc_mean"] is None
+    T.write_csv(table, tmp_path / "t.csv")
+    with open(tmp_path / "t.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == T.COLUMNS
+    T.write_markdown(table, tmp_path / "t.md", [0, 1], False, [("x", "abc")], 10.0, 120.0)
+    text = (tmp_path / "t.md").read_text()
+    assert "92.00 % ± 2.00" in text and "ClusterFL" in text and "`x` sha256 `abc`" in text
+    T.plot(table, tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 10_000
+
+
+def test_finished_runs_are_not_retrained(tmp_path, monkeypatch):
+    row = T.ROWS[0]
+    _fake_run(tmp_path, row, "wisdm", 0, 0.9)
+    monkeypatch.setattr(T.subprocess, "run", lambda *a, **k: pytest.fail("retrained"))
+    T.run_all(tmp_path, [0], None, rows=(row,), datasets=("wisdm",))
