@@ -32,3 +32,50 @@ def payload_bytes(
     dense = 4 * n_params
     sparse = -(-units // 8) + 4 * n_active_prunable + 4 * (n_params - n_prunable)
     return min(dense, sparse)
+
+
+class CommAccounts:
+    """Cumulative communication in bytes, by Eq. 13 and as encoded payload, per category:
+    ``models`` (cluster/global model transfers), ``clustering`` (the one-epoch updates of
+    Eq. 3 and the model they start from) and ``statistics`` (score statistics)."""
+
+    CATEGORIES = ("models", "clustering", "statistics")
+
+    def __init__(
+        self,
+        n_params: int,
+        n_prunable: int,
+        n_units: int,
+        saved: dict[str, float] | None = None,
+    ):
+        self.n_params, self.n_prunable, self.n_units = n_params, n_prunable, n_units
+        saved = saved or {}
+        self.eq13 = {c: saved.get(f"eq13_{c}", 0.0) for c in self.CATEGORIES}
+        self.payload = {c: saved.get(f"payload_{c}", 0.0) for c in self.CATEGORIES}
+
+    def model(self, n_active_prunable: int, transfers: int, category: str = "models") -> None:
+        """``transfers`` transfers of a model with this many unmasked kernel weights."""
+        active = self.n_params - self.n_prunable + n_active_prunable
+        self.eq13[category] += transfers * eq13_bytes(self.n_params, 1 - active / self.n_params)
+        self.payload[category] += transfers * payload_bytes(
+            self.n_params, self.n_prunable, n_active_prunable, self.n_units
+        )
+
+    def statistics(self, n_active_prunable: int, clients: int) -> None:
+        """Score statistics uploaded by each client beyond its model: E[w²] of the unmasked
+        parameters and one value per prunable weight (gradient sign where active, gradient
+        where inactive), 4 bytes each, in both accounts."""
+        active = self.n_params - self.n_prunable + n_active_prunable
+        extra = clients * 4.0 * (active + self.n_prunable)
+        self.eq13["statistics"] += extra
+        self.payload["statistics"] += extra
+
+    def scalars(self) -> dict[str, float]:
+        return {
+            f"{kind}_{c}": getattr(self, kind)[c]
+            for kind in ("eq13", "payload")
+            for c in self.CATEGORIES
+        }
+
+    def total_mb(self, kind: str) -> float:
+        return sum(getattr(self, kind).values()) / 1e6

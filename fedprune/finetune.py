@@ -10,12 +10,14 @@ epochs in one go). Fine-tuning is local: no communication.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from tqdm import tqdm
 
-from fedprune.data.partition import ClientData
-from fedprune.metrics import accuracy
+from fedprune.data.partition import ClientData, FederatedData
+from fedprune.metrics import accuracy, fairness
 from fedprune.models.cnn1d import MaskConstraint, build_har_cnn
 
 
@@ -98,3 +100,59 @@ def finetune_all(
         if progress is not None:
             progress.update(1)
     return out
+
+
+def finetune_and_evaluate(
+    run_path: Path,
+    data: FederatedData,
+    start: Mapping[int, Sequence[np.ndarray]],
+    kernel_masks: Mapping[int, Sequence[np.ndarray]],
+    config: object,
+    progress: bool = True,
+) -> tuple[dict, float]:
+    """Phase 4 for every client, saved as ``personal_ft<E>.npz``; returns the summary's
+    ``finetune`` entry ({E: avg_acc, fairness, client_acc}) and the mean personal sparsity
+    over the prunable kernels. ``config`` supplies method, dataset, ft_epochs, seed,
+    batch_size and learning_rate."""
+    bar = tqdm(
+        total=data.num_clients,
+        desc=f"{config.method} {config.dataset} fine-tuning",
+        unit="client",
+        disable=not progress,
+    )
+    tuned = finetune_all(
+        data.input_shape,
+        data.num_classes,
+        data.clients,
+        start,
+        kernel_masks,
+        config.ft_epochs,
+        config.seed,
+        config.batch_size,
+        config.learning_rate,
+        progress=bar,
+    )
+    bar.close()
+    finetune, sparsities = {}, []
+    for e, per_client in tuned.items():
+        client_acc = {cid: acc for cid, (acc, _) in per_client.items()}
+        finetune[str(e)] = {
+            "avg_acc": float(np.mean(list(client_acc.values()))),
+            "fairness": fairness(client_acc),
+            "client_acc": {str(k): v for k, v in client_acc.items()},
+        }
+        np.savez(
+            Path(run_path) / f"personal_ft{e}.npz",
+            **{
+                f"client{cid}_{i}": w
+                for cid, (_, ws) in per_client.items()
+                for i, w in enumerate(ws)
+            },
+        )
+        sparsities = [
+            1.0
+            - sum(int(np.count_nonzero(w)) for w in ws if w.ndim > 1)
+            / sum(w.size for w in ws if w.ndim > 1)
+            for _, ws in per_client.values()
+        ]
+    return finetune, float(np.mean(sparsities))

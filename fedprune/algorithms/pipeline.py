@@ -39,8 +39,8 @@ import numpy as np
 import tensorflow_federated as tff
 from tqdm import tqdm
 
-from fedprune import communication
 from fedprune.clustering import cluster_clients
+from fedprune.communication import CommAccounts
 from fedprune.data.registry import load_federated
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.process import (
@@ -57,8 +57,7 @@ from fedprune.engine.rounds import (
 )
 from fedprune.engine.updates import build_update_computation, client_updates
 from fedprune.errors import ConfigError
-from fedprune.finetune import finetune_all
-from fedprune.metrics import fairness
+from fedprune.finetune import finetune_and_evaluate
 from fedprune.runs import RunDir
 from fedprune.sparsity import masks as M
 from fedprune.sparsity.layers import prunable_mask_flags
@@ -149,55 +148,6 @@ class PipelineConfig:
 PAPER_SCORE_WEIGHTS = {"uci_har": (0.5, 0.25, 0.25), "wisdm": (0.25, 0.25, 0.5)}
 
 
-class _Accounts:
-    """Cumulative communication in bytes, by Eq. 13 and as encoded payload, per category:
-    ``models`` (cluster/global model transfers), ``clustering`` (the one-epoch updates of
-    Eq. 3 and the model they start from) and ``statistics`` (score statistics)."""
-
-    CATEGORIES = ("models", "clustering", "statistics")
-
-    def __init__(
-        self,
-        n_params: int,
-        n_prunable: int,
-        n_units: int,
-        saved: dict[str, float] | None = None,
-    ):
-        self.n_params, self.n_prunable, self.n_units = n_params, n_prunable, n_units
-        saved = saved or {}
-        self.eq13 = {c: saved.get(f"eq13_{c}", 0.0) for c in self.CATEGORIES}
-        self.payload = {c: saved.get(f"payload_{c}", 0.0) for c in self.CATEGORIES}
-
-    def model(self, n_active_prunable: int, transfers: int, category: str = "models") -> None:
-        """``transfers`` transfers of a model with this many unmasked kernel weights."""
-        active = self.n_params - self.n_prunable + n_active_prunable
-        self.eq13[category] += transfers * communication.eq13_bytes(
-            self.n_params, 1 - active / self.n_params
-        )
-        self.payload[category] += transfers * communication.payload_bytes(
-            self.n_params, self.n_prunable, n_active_prunable, self.n_units
-        )
-
-    def statistics(self, n_active_prunable: int, clients: int) -> None:
-        """Score statistics uploaded by each client beyond its model: E[w²] of the unmasked
-        parameters and one value per prunable weight (gradient sign where active, gradient
-        where inactive), 4 bytes each, in both accounts."""
-        active = self.n_params - self.n_prunable + n_active_prunable
-        extra = clients * 4.0 * (active + self.n_prunable)
-        self.eq13["statistics"] += extra
-        self.payload["statistics"] += extra
-
-    def scalars(self) -> dict[str, float]:
-        return {
-            f"{kind}_{c}": getattr(self, kind)[c]
-            for kind in ("eq13", "payload")
-            for c in self.CATEGORIES
-        }
-
-    def total_mb(self, kind: str) -> float:
-        return sum(getattr(self, kind).values()) / 1e6
-
-
 def _split(values: list[np.ndarray], flags: list[bool]) -> list[np.ndarray]:
     return [np.asarray(v) for v, f in zip(values, flags) if f]
 
@@ -238,7 +188,7 @@ def run_pipeline(
     # ---- restore -------------------------------------------------------------------------
     done, wall_before = 0, 0.0
     n_units = sum(M.unit_ids(w.shape, config.block)[1] for w, f in zip(init.trainable, flags) if f)
-    accounts = _Accounts(n_params, n_prunable, n_units)
+    accounts = CommAccounts(n_params, n_prunable, n_units)
     global_w = [np.asarray(w) for w in init.trainable]
     assignment: np.ndarray | None = None
     cluster_w: dict[int, list[np.ndarray]] = {}
@@ -247,7 +197,7 @@ def run_pipeline(
     if checkpoint is not None:
         done, arrays, scalars = checkpoint
         wall_before = scalars["wall_s"]
-        accounts = _Accounts(n_params, n_prunable, n_units, scalars)
+        accounts = CommAccounts(n_params, n_prunable, n_units, scalars)
         global_w = arrays["global"]
         if "assignment" in arrays:
             assignment = arrays["assignment"][0]
@@ -398,46 +348,14 @@ def run_pipeline(
             for i, m in enumerate(_split(cluster_m[c], flags))
         },
     )
-    ft_bar = tqdm(
-        total=len(ids),
-        desc=f"{config.method} {config.dataset} fine-tuning",
-        unit="client",
-        disable=not progress,
-    )
-    tuned = finetune_all(
-        data.input_shape,
-        data.num_classes,
-        data.clients,
+    finetune, personal_sparsity = finetune_and_evaluate(
+        run.path,
+        data,
         {i: M.apply(cluster_w[cluster_of[i]], cluster_m[cluster_of[i]]) for i in ids},
         {i: _split(cluster_m[cluster_of[i]], flags) for i in ids},
-        config.ft_epochs,
-        config.seed,
-        config.batch_size,
-        config.learning_rate,
-        progress=ft_bar,
+        config,
+        progress,
     )
-    ft_bar.close()
-    finetune = {}
-    personal_sparsity = []
-    for e, per_client in tuned.items():
-        client_acc = {cid: acc for cid, (acc, _) in per_client.items()}
-        finetune[str(e)] = {
-            "avg_acc": float(np.mean(list(client_acc.values()))),
-            "fairness": fairness(client_acc),
-            "client_acc": {str(k): v for k, v in client_acc.items()},
-        }
-        np.savez(
-            run.path / f"personal_ft{e}.npz",
-            **{
-                f"client{cid}_{i}": w
-                for cid, (_, ws) in per_client.items()
-                for i, w in enumerate(ws)
-            },
-        )
-        personal_sparsity = [
-            1.0 - sum(int(np.count_nonzero(w)) for w in _split(ws, flags)) / n_prunable
-            for _, ws in per_client.values()
-        ]
     summary = {
         "method": config.method,
         "dataset": config.dataset,
@@ -448,7 +366,7 @@ def run_pipeline(
         "prunable_params": n_prunable,
         "clusters": {str(c): int(np.sum(assignment == c)) for c in range(config.clusters)},
         "cluster_sparsity": {str(c): M.sparsity(_split(cluster_m[c], flags)) for c in cluster_m},
-        "sparsity": float(np.mean(personal_sparsity)),
+        "sparsity": personal_sparsity,
         "comm_mb_eq13": accounts.total_mb("eq13"),
         "comm_mb_payload": accounts.total_mb("payload"),
         "comm_mb_eq13_by_kind": {c: v / 1e6 for c, v in accounts.eq13.items()},
