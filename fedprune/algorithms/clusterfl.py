@@ -25,8 +25,8 @@ the server steps use the latest W and U of all clients; the models start from th
 initialization with Omega = W and U = 0, and the first Omega step treats all clients as one
 cluster (F from the first cluster step on); the deployed personal model of a client is its
 w_i, fine-tuned like every method's (3 and 25 epochs). Every round each sampled client
-downloads Omega_i - U_i and uploads w_i, both dense (Eq. 13). The straggler-dropout and node-selection parts of ClusterFL
-(for slow devices) are not simulated.
+downloads Omega_i - U_i and uploads w_i, both dense (Eq. 13). The straggler-dropout and
+node-selection parts of ClusterFL (for slow devices) are not simulated.
 """
 
 from __future__ import annotations
