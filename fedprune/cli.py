@@ -255,9 +255,9 @@ def _train(args: argparse.Namespace) -> None:
         config = ClusterFLConfig(**common, **extra, ft_epochs=args.ft_epochs).resolved()
         runner = run_clusterfl
     else:
-        from fedprune.algorithms.registry import ALGORITHMS
+        from fedprune.algorithms.registry import METHODS, run_method
 
-        factory, runner = ALGORITHMS[args.method]
+        factory, runner = METHODS[args.method][0], run_method
         overrides = {k: getattr(args, k) for k in PIPELINE_OPTIONS if getattr(args, k) is not None}
         dataset = common.pop("dataset")
         config = factory(dataset, **common, **overrides).resolved()

@@ -29,6 +29,16 @@ def real_data() -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def tff_context():
+    """TFF workers for a test module, stopped afterwards."""
+    from fedprune.engine import execution
+
+    execution.install()
+    yield
+    execution.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(request, tmp_path_factory, monkeypatch):
     """Fixture datasets get a per-test cache; real-data tests share one per session."""

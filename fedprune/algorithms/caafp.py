@@ -24,11 +24,10 @@ Interpretations (the paper is silent or inconsistent; all configurable):
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 
-from fedprune.algorithms.pipeline import PipelineConfig, run_pipeline
+from fedprune.algorithms.pipeline import PipelineConfig
 from fedprune.sparsity import masks as M
 from fedprune.sparsity.schedule import PruneHealSchedule
 from fedprune.sparsity.scores import importance
@@ -72,14 +71,3 @@ class PruneAndHeal:
 def caafp_config(dataset: str, **overrides: object) -> PipelineConfig:
     """CA-AFP with the paper's defaults (Tables 5-6), overridden by keyword."""
     return PipelineConfig(dataset=dataset, method="caafp", **overrides)
-
-
-def run_caafp(
-    config: PipelineConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-) -> dict:
-    """Train (or resume, or return the finished) CA-AFP run in ``out``."""
-    config = config.resolved()
-    return run_pipeline(config, PruneAndHeal(config), out, data_dir, progress)

@@ -13,12 +13,10 @@ paper's accounting).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from fedprune.algorithms.oneshot import PruneOnce
-from fedprune.algorithms.pipeline import PipelineConfig, run_pipeline
+from fedprune.algorithms.oneshot import PruneOnce, oneshot_config
+from fedprune.algorithms.pipeline import PipelineConfig
 
 
 def magnitude_scores(
@@ -29,19 +27,8 @@ def magnitude_scores(
 
 
 def efficientfl_config(dataset: str, **overrides: object) -> PipelineConfig:
-    # one fixed mask: no churn, and the schedule frequency is unused (1 always validates)
-    defaults = dict(
-        phases=(0, 0, 50), clusters=1, prox=0.0, start_sparsity=0.0, churn=0.0, prune_frequency=1
-    )
-    return PipelineConfig(dataset=dataset, method="efficientfl", **{**defaults, **overrides})
+    return oneshot_config("efficientfl", dataset, **overrides)
 
 
-def run_efficientfl(
-    config: PipelineConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-) -> dict:
-    config = config.resolved()
-    policy = PruneOnce(magnitude_scores, config.target_sparsity, config.block)
-    return run_pipeline(config, policy, out, data_dir, progress)
+def efficientfl_policy(config: PipelineConfig) -> PruneOnce:
+    return PruneOnce(magnitude_scores, config.target_sparsity, config.block)

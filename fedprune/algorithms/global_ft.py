@@ -6,21 +6,8 @@ per-client masked fine-tuning of the one global sparse model.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from fedprune.algorithms.caafp import PruneAndHeal
-from fedprune.algorithms.pipeline import PipelineConfig, run_pipeline
+from fedprune.algorithms.pipeline import PipelineConfig
 
 
 def global_ft_config(dataset: str, **overrides: object) -> PipelineConfig:
     return PipelineConfig(dataset=dataset, method="global_ft", **{"clusters": 1, **overrides})
-
-
-def run_global_ft(
-    config: PipelineConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-) -> dict:
-    config = config.resolved()
-    return run_pipeline(config, PruneAndHeal(config), out, data_dir, progress)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fedprune.algorithms.pipeline import PipelineConfig
 from fedprune.sparsity import masks as M
 
 Score = Callable[
@@ -39,3 +40,12 @@ class PruneOnce:
         stats: dict[str, list[np.ndarray]],
     ) -> list[np.ndarray]:
         return M.prune_to(masks, self.score(broadcast, aggregated, stats), self.target, self.block)
+
+
+def oneshot_config(method: str, dataset: str, **overrides: object) -> PipelineConfig:
+    """A K = 1, no-proximal-term, 50-round pipeline whose mask is set once (70 %)."""
+    # one fixed mask: no churn, and the schedule frequency is unused (1 always validates)
+    defaults = dict(
+        phases=(0, 0, 50), clusters=1, prox=0.0, start_sparsity=0.0, churn=0.0, prune_frequency=1
+    )
+    return PipelineConfig(dataset=dataset, method=method, **{**defaults, **overrides})

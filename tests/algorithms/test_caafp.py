@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from fedprune.algorithms.caafp import caafp_config, run_caafp
-from fedprune.engine import execution
+from fedprune.algorithms.caafp import caafp_config
+from fedprune.algorithms.registry import run_method as run_caafp
 from fedprune.errors import ConfigError
 from fedprune.runs import RunDir
 
@@ -22,13 +22,6 @@ CONFIG = caafp_config(
     churn=0.05,
     ft_epochs=(1, 2),
 )
-
-
-@pytest.fixture(scope="module")
-def tff_context():
-    execution.install()
-    yield
-    execution.shutdown()
 
 
 def test_run_reaches_target_and_personal_models_respect_masks(

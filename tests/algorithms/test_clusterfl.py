@@ -8,7 +8,6 @@ from fedprune.algorithms.clusterfl import (
     omega_step,
     run_clusterfl,
 )
-from fedprune.engine import execution
 from fedprune.errors import ConfigError
 
 
@@ -45,16 +44,12 @@ def test_bad_parameters():
 
 
 @pytest.mark.slow
-def test_tiny_run(tmp_path, fixture_data_dir):
+def test_tiny_run(tff_context, tmp_path, fixture_data_dir):
     config = ClusterFLConfig(
         "uci_har", rounds=2, clusters=2, clients_per_round=3, local_epochs=1, ft_epochs=(1,)
     )
-    execution.install()
-    try:
-        summary = run_clusterfl(config, tmp_path / "run", fixture_data_dir, progress=False)
-        again = run_clusterfl(config, tmp_path / "run", fixture_data_dir, progress=False)
-    finally:
-        execution.shutdown()
+    summary = run_clusterfl(config, tmp_path / "run", fixture_data_dir, progress=False)
+    again = run_clusterfl(config, tmp_path / "run", fixture_data_dir, progress=False)
     assert again == summary
     assert summary["sparsity"] == 0.0 and sum(summary["clusters"].values()) == 6
     per_transfer = 89_254 * 4 / 1e6

@@ -5,7 +5,6 @@ import sys
 import pytest
 
 from fedprune.algorithms.fedavg import FedAvgConfig, run_fedavg
-from fedprune.engine import execution
 from fedprune.runs import RunDir
 
 pytestmark = pytest.mark.slow
@@ -80,26 +79,22 @@ def test_bad_arguments_give_one_line(tmp_path, fixture_data_dir):
     assert "--rounds: must be >= 1" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_resume_equals_uninterrupted(tmp_path, fixture_data_dir, monkeypatch):
-    execution.install()
-    try:
-        config = FedAvgConfig(dataset="uci_har", rounds=3, clients_per_round=3, local_epochs=1)
-        full = run_fedavg(config, tmp_path / "full", fixture_data_dir, progress=False)
+def test_resume_equals_uninterrupted(tff_context, tmp_path, fixture_data_dir, monkeypatch):
+    config = FedAvgConfig(dataset="uci_har", rounds=3, clients_per_round=3, local_epochs=1)
+    full = run_fedavg(config, tmp_path / "full", fixture_data_dir, progress=False)
 
-        original = RunDir.save_checkpoint
+    original = RunDir.save_checkpoint
 
-        def crash_after_round_one(self, round_num, *args, **kwargs):
-            original(self, round_num, *args, **kwargs)
-            if round_num == 1:
-                raise KeyboardInterrupt
+    def crash_after_round_one(self, round_num, *args, **kwargs):
+        original(self, round_num, *args, **kwargs)
+        if round_num == 1:
+            raise KeyboardInterrupt
 
-        monkeypatch.setattr(RunDir, "save_checkpoint", crash_after_round_one)
-        with pytest.raises(KeyboardInterrupt):
-            run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False)
-        monkeypatch.setattr(RunDir, "save_checkpoint", original)
-        resumed = run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False)
-    finally:
-        execution.shutdown()
+    monkeypatch.setattr(RunDir, "save_checkpoint", crash_after_round_one)
+    with pytest.raises(KeyboardInterrupt):
+        run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False)
+    monkeypatch.setattr(RunDir, "save_checkpoint", original)
+    resumed = run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False)
     assert resumed["client_acc"] == full["client_acc"]
     assert resumed["avg_acc"] == full["avg_acc"]
 

@@ -5,19 +5,11 @@ import pytest
 import tensorflow_federated as tff
 
 from fedprune.data.registry import load_federated
-from fedprune.engine import execution
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.process import ModelSpec, build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_round
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def tff_context():
-    execution.install()
-    yield
-    execution.shutdown()
 
 
 @pytest.fixture

@@ -4,18 +4,10 @@ import numpy as np
 import pytest
 
 from fedprune.data.registry import load_federated
-from fedprune.engine import execution
 from fedprune.engine.process import ModelSpec, build_fedavg_process
 from fedprune.engine.rounds import run_round
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def tff_context():
-    execution.install()
-    yield
-    execution.shutdown()
 
 
 def test_round_is_weighted_mean_of_client_models(tff_context, fixture_data_dir):
