@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,23 @@ def tff_context():
     execution.install()
     yield
     execution.shutdown()
+
+
+def interrupted(monkeypatch, run: Callable[[], object], after_round: int) -> None:
+    """Run ``run`` as if killed right after the checkpoint of ``after_round`` was written."""
+    from fedprune.runs import RunDir
+
+    original = RunDir.save_checkpoint
+
+    def crash(self, round_num, *args, **kwargs):
+        original(self, round_num, *args, **kwargs)
+        if round_num == after_round:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunDir, "save_checkpoint", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    monkeypatch.setattr(RunDir, "save_checkpoint", original)
 
 
 @pytest.fixture(autouse=True)

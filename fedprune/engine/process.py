@@ -59,7 +59,13 @@ class ModelSpec:
 def build_learning_process(
     spec: ModelSpec, training: LocalTraining
 ) -> tff.learning.templates.LearningProcess:
-    """One round = broadcast, ``training`` on each client, weighted mean, server update."""
+    """One round = broadcast, ``training`` on each client, weighted mean, server update.
+
+    The TF graphs are traced here, and their graph-level random seed (which, with the
+    layers' own seeds, fixes the dropout streams) comes from TF's global seed at trace time;
+    it is set from ``spec.seed`` so that a process is the same whatever ran before it.
+    """
+    tf.keras.utils.set_random_seed(spec.seed)
     model_fn = spec.variable_model_fn()
     initial = spec.initial_weights()
     with tf.Graph().as_default():

@@ -23,6 +23,7 @@ def build_update_computation(spec: ModelSpec, training: LocalTraining) -> tff.Co
     """(weights@SERVER, data@CLIENTS) -> Δw_k@CLIENTS with Δw_k = w_k - w (Eq. 3)."""
     if training.masked or training.prox > 0:
         raise ValueError("the clustering step trains plainly (no mask, no proximal term)")
+    tf.keras.utils.set_random_seed(spec.seed)  # graph-level seed: see build_learning_process
     model_fn = spec.variable_model_fn()
     with tf.Graph().as_default():
         probe = model_fn()

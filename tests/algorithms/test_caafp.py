@@ -7,6 +7,7 @@ from fedprune.algorithms.caafp import caafp_config
 from fedprune.algorithms.registry import run_method as run_caafp
 from fedprune.errors import ConfigError
 from fedprune.runs import RunDir
+from tests.conftest import interrupted
 
 pytestmark = pytest.mark.slow
 
@@ -65,17 +66,11 @@ def test_run_reaches_target_and_personal_models_respect_masks(
 
 def test_resume_equals_uninterrupted(tff_context, tmp_path, fixture_data_dir, monkeypatch):
     full = run_caafp(CONFIG, tmp_path / "full", fixture_data_dir, progress=False)
-    original = RunDir.save_checkpoint
-
-    def crash(self, step, *args, **kwargs):
-        original(self, step, *args, **kwargs)
-        if step == 4:  # inside Phase 3, after the first mask update
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(RunDir, "save_checkpoint", crash)
-    with pytest.raises(KeyboardInterrupt):
-        run_caafp(CONFIG, tmp_path / "resumed", fixture_data_dir, progress=False)
-    monkeypatch.setattr(RunDir, "save_checkpoint", original)
+    interrupted(  # inside Phase 3, after the first mask update
+        monkeypatch,
+        lambda: run_caafp(CONFIG, tmp_path / "resumed", fixture_data_dir, progress=False),
+        after_round=4,
+    )
     resumed = run_caafp(CONFIG, tmp_path / "resumed", fixture_data_dir, progress=False)
     for key in ("finetune", "sparsity", "comm_mb_eq13", "comm_mb_payload", "clusters"):
         assert resumed[key] == full[key], key

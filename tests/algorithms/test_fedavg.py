@@ -6,6 +6,7 @@ import pytest
 
 from fedprune.algorithms.fedavg import FedAvgConfig, run_fedavg
 from fedprune.runs import RunDir
+from tests.conftest import interrupted
 
 pytestmark = pytest.mark.slow
 
@@ -83,17 +84,11 @@ def test_resume_equals_uninterrupted(tff_context, tmp_path, fixture_data_dir, mo
     config = FedAvgConfig(dataset="uci_har", rounds=3, clients_per_round=3, local_epochs=1)
     full = run_fedavg(config, tmp_path / "full", fixture_data_dir, progress=False)
 
-    original = RunDir.save_checkpoint
-
-    def crash_after_round_one(self, round_num, *args, **kwargs):
-        original(self, round_num, *args, **kwargs)
-        if round_num == 1:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(RunDir, "save_checkpoint", crash_after_round_one)
-    with pytest.raises(KeyboardInterrupt):
-        run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False)
-    monkeypatch.setattr(RunDir, "save_checkpoint", original)
+    interrupted(
+        monkeypatch,
+        lambda: run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False),
+        after_round=1,
+    )
     resumed = run_fedavg(config, tmp_path / "resumed", fixture_data_dir, progress=False)
     assert resumed["client_acc"] == full["client_acc"]
     assert resumed["avg_acc"] == full["avg_acc"]
