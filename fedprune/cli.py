@@ -205,13 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     table2.add_argument("--seeds", type=_positive_int, default=5, help="seeds 0..N-1 (5)")
     table2.add_argument("--out", default="results", help="output folder (results)")
     table2.add_argument("--data-dir", default=None, help="as for train")
+    table2.add_argument(
+        "--jobs", type=_positive_int, default=1, help="runs trained in parallel processes (1)"
+    )
     return parser
 
 
 def _reproduce(args: argparse.Namespace) -> None:
     from fedprune.reproduce.table2 import reproduce
 
-    print(reproduce(args.out, args.quick, args.seeds, args.data_dir))
+    print(reproduce(args.out, args.quick, args.seeds, args.data_dir, args.jobs))
 
 
 def _data_stats(args: argparse.Namespace) -> None:

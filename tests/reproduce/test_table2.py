@@ -59,3 +59,27 @@ def test_finished_runs_are_not_retrained(tmp_path, monkeypatch):
     _fake_run(tmp_path, row, "wisdm", 0, 0.9)
     monkeypatch.setattr(T.subprocess, "run", lambda *a, **k: pytest.fail("retrained"))
     T.run_all(tmp_path, [0], None, rows=(row,), datasets=("wisdm",))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_missing_runs_are_trained_with_their_commands(tmp_path, monkeypatch, jobs):
+    calls = []
+
+    def fake_run(command, **kwargs):
+        calls.append(command)
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(T.subprocess, "run", fake_run)
+    T.run_all(tmp_path, [0, 1], "/data", rows=T.ROWS[-1:], datasets=("wisdm",), jobs=jobs)
+    assert len(calls) == 2
+    assert all(c[c.index("--phases") + 1] == "15,15,20" for c in calls)
+    assert sorted(c[c.index("--seed") + 1] for c in calls) == ["0", "1"]
+    assert all(c[c.index("--data-dir") + 1] == "/data" for c in calls)
+
+
+def test_failed_run_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        T.subprocess, "run", lambda *a, **k: type("Failed", (), {"returncode": 3})()
+    )
+    with pytest.raises(T.ConfigError, match="failed \\(exit 3\\)"):
+        T.run_all(tmp_path, [0], None, rows=T.ROWS[:1], datasets=("wisdm",))
