@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the longest the run has)",
     )
     parser.add_argument("--data-dir", default=None, help="as for fedprune (for the client data)")
+    parser.add_argument(
+        "--micro",
+        action="store_true",
+        help="also write each client's int8 model as a TFLite Micro C array (.h/.cc) with its "
+        "op list and tensor arena size (the int8 format is added if not listed)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -57,7 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
         run = load_run(args.run_dir, args.data_dir, args.ft_epochs)
         clients = select_clients(run, args.clients)
-        entries = export_run(run, clients, formats, args.out, progress=not args.no_progress)
+        if args.micro and "int8" not in formats:
+            formats.append("int8")
+        entries = export_run(
+            run, clients, formats, args.out, progress=not args.no_progress, micro=args.micro
+        )
         print(report_markdown(entries), end="")
     except FedpruneError as err:
         print(f"edge-export: error: {err}", file=sys.stderr)

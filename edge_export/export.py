@@ -19,8 +19,9 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from edge_export.convert import sparse_tensors, to_tflite
+from edge_export.micro import export_micro
 from edge_export.run_models import RunModels
-from edge_export.verify import verify
+from edge_export.verify import runtime_loads, verify
 
 
 def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes) -> dict:
@@ -69,8 +70,13 @@ def export_run(
     formats: Sequence[str],
     out: str | Path,
     progress: bool = True,
+    micro: bool = False,
 ) -> list[dict]:
-    """Export, verify and report; returns the report entries."""
+    """Export, verify and report; returns the report entries.
+
+    With ``micro`` each client's int8 model is also written as a TFLite Micro C array pair
+    (``client<ID>/micro_int8.{h,cc}``) with its arena size.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -102,23 +108,49 @@ def export_run(
                 "agreement": check.agreement,
                 "max_prob_diff": check.max_prob_diff,
                 "latency_ms": check.latency_ms,
+                "latency_ref_ms": check.latency_ref_ms,
+                "tflite_runtime_loads": runtime_loads(content),
             }
         )
+        if micro and fmt == "int8":
+            sample = _quantized(client.x_test[:1], meta["input"]["quantization"])
+            stem = path.parent / "micro_int8"
+            arena = export_micro(content, stem, f"client{client_id}_model", sample)
+            entries[-1].update(
+                micro_path=str(stem.with_suffix(".cc").relative_to(out)),
+                micro_ops=arena.ops,
+                micro_arena_bytes=arena.arena_bytes,
+                micro_arena_measured=arena.arena_measured,
+            )
     (out / "export_report.json").write_text(json.dumps(entries, indent=2) + "\n")
     (out / "export_report.md").write_text(report_markdown(entries))
     return entries
 
 
+def _quantized(x: np.ndarray, q: dict) -> np.ndarray:
+    return np.clip(np.round(x / q["scale"] + q["zero_point"]), -128, 127).astype(np.int8)
+
+
 def report_markdown(entries: Sequence[dict]) -> str:
     """The report as a Markdown table."""
     head = (
-        "| client | format | KB | gzip KB | Keras acc | TFLite acc | Δ acc | agreement "
-        "| max Δp | latency ms |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "| client | format | KB | gzip KB | sparse stored | Keras acc | TFLite acc | Δ acc "
+        "| agreement | max Δp | ms XNNPACK | ms reference | micro arena |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = "".join(
         f"| {e['client']} | {e['format']} | {e['bytes'] / 1024:.1f} | {e['gzip_bytes'] / 1024:.1f} "
+        f"| {'yes' if e['sparse_encoded'] else 'no'} "
         f"| {e['keras_acc']:.4f} | {e['tflite_acc']:.4f} | {e['acc_delta']:+.4f} "
-        f"| {e['agreement']:.4f} | {e['max_prob_diff']:.4f} | {e['latency_ms']:.3f} |\n"
+        f"| {e['agreement']:.4f} | {e['max_prob_diff']:.4f} | {e['latency_ms']:.3f} "
+        f"| {e['latency_ref_ms']:.3f} | {_arena(e)} |\n"
         for e in entries
     )
     return head + rows
+
+
+def _arena(entry: dict) -> str:
+    if "micro_arena_bytes" not in entry:
+        return ""
+    kb = entry["micro_arena_bytes"] / 1024
+    return f"{kb:.1f} KB" + ("" if entry["micro_arena_measured"] else " (upper bound)")

@@ -14,12 +14,38 @@ class Verification:
     tflite_acc: float
     agreement: float  # fraction of windows where TFLite and Keras predict the same class
     max_prob_diff: float  # max |p_tflite - p_keras| (after dequantizing int8 outputs)
-    latency_ms: float  # median per-window invoke time
+    latency_ms: float  # median per-window invoke time, XNNPACK
+    latency_ref_ms: float  # the same with the reference kernels
 
 
-def run_tflite(model_content: bytes, x: np.ndarray) -> tuple[np.ndarray, float]:
-    """Class probabilities for every window (one invoke per window) and median latency (ms)."""
-    interpreter = tf.lite.Interpreter(model_content=model_content, num_threads=1)
+def runtime_loads(model_content: bytes) -> bool | None:
+    """Whether the ``tflite-runtime`` interpreter (what a Raspberry Pi or Android app ships)
+    loads and runs the file; ``None`` if the package is not installed."""
+    try:
+        from tflite_runtime.interpreter import Interpreter
+    except ImportError:
+        return None
+    interpreter = Interpreter(model_content=model_content)
+    interpreter.allocate_tensors()
+    inp = interpreter.get_input_details()[0]
+    interpreter.set_tensor(inp["index"], np.zeros(inp["shape"], inp["dtype"]))
+    interpreter.invoke()
+    return True
+
+
+def run_tflite(
+    model_content: bytes, x: np.ndarray, reference_kernels: bool = False
+) -> tuple[np.ndarray, float]:
+    """Class probabilities for every window (one invoke per window) and median latency (ms),
+    with XNNPACK (default) or TFLite's reference kernels."""
+    resolver = (
+        tf.lite.experimental.OpResolverType.BUILTIN_REF
+        if reference_kernels
+        else tf.lite.experimental.OpResolverType.AUTO
+    )
+    interpreter = tf.lite.Interpreter(
+        model_content=model_content, num_threads=1, experimental_op_resolver_type=resolver
+    )
     interpreter.allocate_tensors()
     inp = interpreter.get_input_details()[0]
     out = interpreter.get_output_details()[0]
@@ -46,10 +72,12 @@ def verify(
 ) -> Verification:
     """Accuracy, agreement with Keras, max probability difference and latency on ``x``."""
     probs, latency = run_tflite(model_content, x)
+    _, latency_ref = run_tflite(model_content, x[:50], reference_kernels=True)
     pred = probs.argmax(-1)
     return Verification(
         tflite_acc=float(np.mean(pred == y)),
         agreement=float(np.mean(pred == keras_probs.argmax(-1))),
         max_prob_diff=float(np.max(np.abs(probs - keras_probs))),
         latency_ms=latency,
+        latency_ref_ms=latency_ref,
     )

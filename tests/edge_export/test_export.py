@@ -65,6 +65,58 @@ def test_every_format_loads_and_agrees_with_keras(fedavg_run, tmp_path):
     assert meta["labels"][0] == "WALKING"
 
 
+def test_micro_c_array_compiles_and_arena_is_measured(fedavg_run, tmp_path):
+    import shutil
+    import subprocess
+
+    run_dir, data_dir = fedavg_run
+    out = tmp_path / "export"
+    rc = main(
+        [
+            str(run_dir),
+            "--clients",
+            "3",
+            "--formats",
+            "float32",
+            "--micro",
+            "--out",
+            str(out),
+            "--data-dir",
+            str(data_dir),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    report = json.loads((out / "export_report.json").read_text())
+    entry = next(e for e in report if e["format"] == "int8")
+    assert entry["micro_arena_measured"] and 4_096 < entry["micro_arena_bytes"] <= 64 * 1024
+    assert entry["micro_ops"][-1] == "SOFTMAX"
+    assert entry["tflite_runtime_loads"] is True
+    source = out / "client3" / "micro_int8.cc"
+    assert "alignas(16) const unsigned char client3_model[]" in source.read_text()
+    if shutil.which("g++"):
+        subprocess.run(
+            ["g++", "-std=c++17", "-c", str(source), "-o", str(tmp_path / "m.o")], check=True
+        )
+
+
+def test_micro_refuses_sparse_tensors(fedavg_run):
+    from edge_export.convert import to_tflite
+    from edge_export.micro import check_micro_compatible
+    from fedprune.errors import ConfigError
+
+    run_dir, _ = fedavg_run
+    from fedprune.models.cnn1d import build_har_cnn as build
+
+    model = build((128, 9), 6, seed=0)
+    rng = np.random.default_rng(0)
+    model.set_weights(
+        [w * (rng.random(w.shape) > 0.8) if w.ndim > 1 else w for w in model.get_weights()]
+    )
+    with pytest.raises(ConfigError, match="sparse"):
+        check_micro_compatible(to_tflite(model, "float32-sparse"))
+
+
 def test_missing_run_is_one_line(tmp_path, capsys):
     assert main([str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
