@@ -214,8 +214,9 @@ def write_markdown(
     lines = [
         "# Table 2 of the CA-AFP paper, reproduced",
         "",
-        f"Seeds: {', '.join(map(str, seeds))}" + (" (**--quick: one seed only**)" if quick else ""),
-        f"; training time: {runs_wall_s / 60:.1f} min summed over the runs' own wall times "
+        f"Seeds: {', '.join(map(str, seeds))}"
+        + (" (**--quick: one seed only**)" if quick else "")
+        + f". Training time: {runs_wall_s / 60:.1f} min summed over the runs' own wall times "
         f"({wall_s / 60:.1f} min in this invocation, which skips finished runs).",
         "",
         "| method | dataset | FT | seeds | avg acc (ours) | paper | fairness (ours) | paper "
