@@ -50,8 +50,9 @@ def load_run(
 ) -> RunModels:
     """Read ``config.json`` and the final per-client models of a finished run.
 
-    FedAvg runs deploy their global model to every client; CA-AFP runs deploy each client's
-    personal model after ``ft_epochs`` epochs of fine-tuning (default: the longest run).
+    FedAvg runs deploy their global model to every client; CA-AFP, its baselines and ClusterFL
+    deploy each client's personal model after ``ft_epochs`` epochs of fine-tuning (default:
+    the longest the run has).
     """
     path = Path(path)
     if not (path / CONFIG).exists():
@@ -72,38 +73,38 @@ def load_run(
         shared = [np.asarray(a) for a in arrays["trainable"]]
         weights = {c.client_id: shared for c in data.clients}
         return RunModels(path, config, data, weights, "checkpoint.npz (global model)")
-    if method == "caafp":
-        return _caafp_models(path, config, data, ft_epochs)
+    if "ft_epochs" in config:  # CA-AFP, its baselines, ClusterFL: fine-tuned personal models
+        return _personal_models(path, config, data, ft_epochs)
     raise ConfigError(f"{path}: runs of method {method!r} cannot be exported yet")
 
 
-def _caafp_models(
+def _personal_models(
     path: Path, config: dict, data: FederatedData, ft_epochs: int | None
 ) -> RunModels:
     available = sorted(int(e) for e in config["ft_epochs"])
     e = max(available) if ft_epochs is None else ft_epochs
     if e not in available:
         raise ConfigError(f"{path}: no personal models after {e} epochs; the run has {available}")
-    clusters = json.loads((path / "clusters.json").read_text())
-    with (
-        np.load(path / f"personal_ft{e}.npz", allow_pickle=False) as personal,
-        np.load(path / "masks.npz", allow_pickle=False) as masks,
-    ):
+    with np.load(path / f"personal_ft{e}.npz", allow_pickle=False) as personal:
         n_weights = sum(
             1 for k in personal.files if k.startswith(f"client{data.clients[0].client_id}_")
         )
-        n_kernels = sum(1 for k in masks.files if k.startswith("cluster0_"))
         weights = {
             c.client_id: [personal[f"client{c.client_id}_{i}"] for i in range(n_weights)]
             for c in data.clients
         }
-        kernel_masks = {
-            c.client_id: [
-                masks[f"cluster{clusters[str(c.client_id)]}_{i}"].astype(np.float32)
-                for i in range(n_kernels)
-            ]
-            for c in data.clients
-        }
+    kernel_masks = None
+    if (path / "masks.npz").exists():  # pruned methods: each client's cluster mask
+        clusters = json.loads((path / "clusters.json").read_text())
+        with np.load(path / "masks.npz", allow_pickle=False) as masks:
+            n_kernels = sum(1 for k in masks.files if k.startswith("cluster0_"))
+            kernel_masks = {
+                c.client_id: [
+                    masks[f"cluster{clusters[str(c.client_id)]}_{i}"].astype(np.float32)
+                    for i in range(n_kernels)
+                ]
+                for c in data.clients
+            }
     return RunModels(path, config, data, weights, f"personal_ft{e}.npz", kernel_masks)
 
 
