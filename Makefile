@@ -45,10 +45,10 @@ bench: install ## time TFF rounds (FedAvg, CA-AFP) against Keras fit on real UCI
 	$(BIN)/python experiments/bench_round.py
 
 reproduce-table2: install ## the paper's Table 2 on real data, 5 seeds -> results/table2.{md,csv,png}
-	$(BIN)/fedprune reproduce table2
+	$(BIN)/fedprune reproduce table2 --jobs 2
 
 reproduce-table2-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce table2 --quick
+	$(BIN)/fedprune reproduce table2 --quick --jobs 2
 
 clean: ## remove caches and build outputs (keeps .venv, runs/ and data/)
 	rm -rf .pytest_cache .ruff_cache build *.egg-info

@@ -83,3 +83,11 @@ def test_failed_run_is_one_clear_error(tmp_path, monkeypatch):
     )
     with pytest.raises(T.ConfigError, match="failed \\(exit 3\\)"):
         T.run_all(tmp_path, [0], None, rows=T.ROWS[:1], datasets=("wisdm",))
+
+
+def test_progress_lines_name_round_and_phase(tmp_path, capsys):
+    run = tmp_path / "caafp_0_0_50-wisdm-s0"
+    run.mkdir()
+    (run / "metrics.csv").write_text("round,phase,cluster\n1,fedavg,-1\n7,prune,2\n")
+    T._report_progress([run, tmp_path / "not-started"])
+    assert "caafp_0_0_50-wisdm-s0: round 7, phase prune" in capsys.readouterr().err
