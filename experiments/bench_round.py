@@ -41,15 +41,6 @@ from fedprune.sparsity import masks as M  # noqa: E402
 from fedprune.sparsity.layers import prunable_mask_flags  # noqa: E402
 
 
-def _median_time(fn, repeats: int) -> float:  # noqa: ANN001
-    times = []
-    for r in range(repeats):
-        t0 = time.perf_counter()
-        fn(r)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="uci_har", choices=("uci_har", "wisdm"))
