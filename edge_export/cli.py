@@ -46,11 +46,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--micro",
         action="store_true",
-        help="also write each client's int8 model as a TFLite Micro C array (.h/.cc) with its "
-        "op list and tensor arena size (the int8 format is added if not listed)",
+        help="also write each client's int8 (and int8-qat) model as a TFLite Micro C array "
+        "(.h/.cc) with its op list and tensor arena size (int8 is added if neither is listed)",
+    )
+    parser.add_argument(
+        "--qat-epochs",
+        type=_positive_int,
+        default=2,
+        help="int8-qat formats: epochs of quantization-aware fine-tuning (tfmot) of a copy of "
+        "each client's model on its training windows before conversion; pruned weights stay "
+        "zero (default: 2)",
+    )
+    parser.add_argument(
+        "--qat-lr",
+        type=float,
+        default=1e-4,
+        help="int8-qat formats: Adam learning rate of that fine-tuning (default: 1e-4)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,10 +97,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
         run = load_run(args.run_dir, args.data_dir, args.ft_epochs)
         clients = select_clients(run, args.clients)
-        if args.micro and "int8" not in formats:
+        if args.micro and not {"int8", "int8-qat"} & set(formats):
             formats.append("int8")
         entries = export_run(
-            run, clients, formats, args.out, progress=not args.no_progress, micro=args.micro
+            run,
+            clients,
+            formats,
+            args.out,
+            progress=not args.no_progress,
+            micro=args.micro,
+            qat_epochs=args.qat_epochs,
+            qat_learning_rate=args.qat_lr,
         )
         print(report_markdown(entries), end="")
     except FedpruneError as err:

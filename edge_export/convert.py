@@ -9,7 +9,16 @@ import tensorflow as tf
 
 from fedprune.errors import ConfigError
 
-FORMATS = ("float32", "float16", "dynamic", "int8", "float32-sparse", "int8-sparse")
+FORMATS = (
+    "float32",
+    "float16",
+    "dynamic",
+    "int8",
+    "float32-sparse",
+    "int8-sparse",
+    "int8-qat",
+    "int8-qat-sparse",
+)
 
 
 def _representative(x: np.ndarray) -> Callable[[], Iterator[list[np.ndarray]]]:
@@ -37,11 +46,14 @@ def to_tflite(model: tf.keras.Model, fmt: str, representative_x: np.ndarray | No
     * ``float32-sparse`` / ``int8-sparse``: the same with the converter's sparsity
       optimization, which stores sufficiently sparse constant tensors in a compressed sparse
       format (see :func:`sparse_tensors` for what was actually stored sparse).
+    * ``int8-qat`` / ``int8-qat-sparse``: the int8 conversion of a quantization-aware model
+      (the caller passes the model from :func:`edge_export.qat.quantization_aware_finetune`;
+      the converter takes ranges from its fake-quant nodes, calibration fills the rest).
     """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    base, sparse = fmt.removesuffix("-sparse"), fmt.endswith("-sparse")
+    base, sparse = fmt.removesuffix("-sparse").removesuffix("-qat"), fmt.endswith("-sparse")
     optimizations = [] if base == "float32" else [tf.lite.Optimize.DEFAULT]
     if sparse:
         optimizations.insert(0, tf.lite.Optimize.EXPERIMENTAL_SPARSITY)

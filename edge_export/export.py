@@ -20,8 +20,11 @@ from tqdm import tqdm
 
 from edge_export.convert import sparse_tensors, to_tflite
 from edge_export.micro import export_micro
+from edge_export.qat import quantization_aware_finetune
 from edge_export.run_models import RunModels
 from edge_export.verify import runtime_loads, verify
+
+MICRO_FORMATS = ("int8", "int8-qat")  # TFLite Micro reads neither float16 nor sparse tensors
 
 
 def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes) -> dict:
@@ -71,27 +74,45 @@ def export_run(
     out: str | Path,
     progress: bool = True,
     micro: bool = False,
+    qat_epochs: int = 2,
+    qat_learning_rate: float = 1e-4,
 ) -> list[dict]:
     """Export, verify and report; returns the report entries.
 
-    With ``micro`` each client's int8 model is also written as a TFLite Micro C array pair
-    (``client<ID>/micro_int8.{h,cc}``) with its arena size.
+    With ``micro`` each client's int8 (and int8-qat) model is also written as a TFLite Micro
+    C array pair (``client<ID>/micro_int8.{h,cc}``, ``micro_int8_qat.{h,cc}``) with its arena
+    size. The ``-qat`` formats convert a copy of the client's model after ``qat_epochs`` of
+    quantization-aware fine-tuning on its training windows (:mod:`edge_export.qat`); every
+    format is compared with the client's original Keras model.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     entries = []
     jobs = [(c, f) for c in clients for f in formats]
+    models: dict[str, tf.keras.Model] = {}
     for client_id, fmt in tqdm(jobs, desc="export", unit="file", disable=not progress):
         client = run.client(client_id)
-        model = run.keras(client_id)
-        content = to_tflite(model, fmt, client.x_train)
+        if models.get("client") != client_id:
+            models = {"client": client_id, "keras": run.keras(client_id)}
+            keras_probs = models["keras"].predict(client.x_test, verbose=0)
+            keras_acc = float(np.mean(keras_probs.argmax(-1) == client.y_test))
+        if "-qat" in fmt and "qat" not in models:
+            models["qat"] = quantization_aware_finetune(
+                models["keras"],
+                client.x_train,
+                client.y_train,
+                qat_epochs,
+                qat_learning_rate,
+                seed=int(run.config.get("seed", 0)) * 1000 + client_id,
+            )
+        content = to_tflite(models["qat" if "-qat" in fmt else "keras"], fmt, client.x_train)
         path = out / f"client{client_id}" / f"{fmt}.tflite"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         meta = _metadata(run, client_id, fmt, content)
+        if "-qat" in fmt:
+            meta["quantization_aware"] = {"epochs": qat_epochs, "learning_rate": qat_learning_rate}
         path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-        keras_probs = model.predict(client.x_test, verbose=0)
-        keras_acc = float(np.mean(keras_probs.argmax(-1) == client.y_test))
         check = verify(content, keras_probs, client.x_test, client.y_test)
         entries.append(
             {
@@ -114,9 +135,9 @@ def export_run(
                 "tflite_runtime_loads": runtime_loads(content),
             }
         )
-        if micro and fmt == "int8":
+        if micro and fmt in MICRO_FORMATS:
             sample = _quantized(client.x_test[:1], meta["input"]["quantization"])
-            stem = path.parent / "micro_int8"
+            stem = path.parent / f"micro_{fmt.replace('-', '_')}"
             arena = export_micro(content, stem, f"client{client_id}_model", sample)
             entries[-1].update(
                 micro_path=str(stem.with_suffix(".cc").relative_to(out)),

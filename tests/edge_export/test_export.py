@@ -40,6 +40,8 @@ def test_every_format_loads_and_agrees_with_keras(fedavg_run, tmp_path):
             "2",
             "--formats",
             ",".join(FORMATS),
+            "--qat-epochs",
+            "1",
             "--out",
             str(out),
             "--data-dir",
@@ -60,6 +62,11 @@ def test_every_format_loads_and_agrees_with_keras(fedavg_run, tmp_path):
     assert by_format["int8-sparse"]["bytes"] < by_format["int8"]["bytes"]
     assert by_format["float32-sparse"]["max_prob_diff"] < 1e-5
     assert by_format["int8"]["sparsity"] > 0.69
+    assert by_format["int8-qat"]["agreement"] >= 0.8  # vs the original Keras model
+    assert by_format["int8-qat-sparse"]["sparse_encoded"]
+    assert by_format["int8-qat-sparse"]["bytes"] < by_format["int8-qat"]["bytes"]
+    qat_meta = json.loads((out / "client2" / "int8-qat.json").read_text())
+    assert qat_meta["quantization_aware"] == {"epochs": 1, "learning_rate": 1e-4}
     meta = json.loads((out / "client2" / "int8.json").read_text())
     assert meta["input"]["dtype"] == "int8" and meta["input"]["quantization"]["scale"] > 0
     assert meta["labels"][0] == "WALKING"
@@ -130,6 +137,9 @@ def test_unknown_client_and_format(fedavg_run, tmp_path, capsys):
     assert "no client 99" in capsys.readouterr().err
     assert main(args + ["--formats", "int4"]) == 2
     assert "unknown format" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(args + ["--formats", "int8-qat", "--qat-epochs", "0"])
+    assert "--qat-epochs: must be >= 1" in capsys.readouterr().err
 
 
 def test_int8_calibrates_on_every_training_window():
