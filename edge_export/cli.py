@@ -13,6 +13,9 @@ from pathlib import Path
 
 from fedprune.errors import FedpruneError
 
+DEFAULT_FORMATS = "float32,int8-qat"
+DEFAULT_AUTOENCODER_FORMATS = "float32,int8"
+
 
 def build_parser() -> argparse.ArgumentParser:
     from edge_export.convert import FORMATS
@@ -31,8 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--clients", default="all", help="'all' or comma-separated client ids")
     parser.add_argument(
         "--formats",
-        default="float32,int8",
-        help=f"comma-separated, from: {', '.join(FORMATS)} (default: float32,int8)",
+        default=None,
+        help=f"comma-separated, from: {', '.join(FORMATS)} (default: {DEFAULT_FORMATS}; "
+        f"FedCRef autoencoders: {DEFAULT_AUTOENCODER_FORMATS}). int8 is post-training "
+        "quantization; int8-qat first fine-tunes a copy quantization-aware (see --qat-epochs) "
+        "and keeps the int8 predictions equal to Keras where int8 flips near-tie windows",
     )
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument(
@@ -78,15 +84,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
+        from edge_export.autoencoders import export_fedcref_run, is_fedcref_run
         from edge_export.convert import FORMATS
         from edge_export.export import export_run, report_markdown
         from edge_export.run_models import load_run, select_clients
         from fedprune.errors import ConfigError
 
-        formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-        from edge_export.autoencoders import export_fedcref_run, is_fedcref_run
-
-        if is_fedcref_run(args.run_dir):
+        fedcref = is_fedcref_run(args.run_dir)
+        spec = args.formats or (DEFAULT_AUTOENCODER_FORMATS if fedcref else DEFAULT_FORMATS)
+        formats = [f.strip() for f in spec.split(",") if f.strip()]
+        if fedcref:
             export_fedcref_run(
                 args.run_dir, formats, args.out, args.data_dir, args.micro, not args.no_progress
             )

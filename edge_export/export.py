@@ -105,6 +105,8 @@ def export_run(
                 qat_learning_rate,
                 seed=int(run.config.get("seed", 0)) * 1000 + client_id,
             )
+            qat_probs = models["qat"].predict(client.x_test, verbose=0)
+            qat_acc = float(np.mean(qat_probs.argmax(-1) == client.y_test))
         content = to_tflite(models["qat" if "-qat" in fmt else "keras"], fmt, client.x_train)
         path = out / f"client{client_id}" / f"{fmt}.tflite"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +137,9 @@ def export_run(
                 "tflite_runtime_loads": runtime_loads(content),
             }
         )
+        if "-qat" in fmt:  # the converted float model differs from the source model
+            entries[-1]["qat_keras_acc"] = qat_acc
+            entries[-1]["qat_agreement"] = float(np.mean(check.predictions == qat_probs.argmax(-1)))
         if micro and fmt in MICRO_FORMATS:
             sample = _quantized(client.x_test[:1], meta["input"]["quantization"])
             stem = path.parent / f"micro_{fmt.replace('-', '_')}"

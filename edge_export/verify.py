@@ -16,6 +16,7 @@ class Verification:
     max_prob_diff: float  # max |p_tflite - p_keras| (after dequantizing int8 outputs)
     latency_ms: float  # median per-window invoke time, XNNPACK
     latency_ref_ms: float  # the same with the reference kernels
+    predictions: np.ndarray | None = None  # the TFLite class of every window
 
 
 def runtime_loads(model_content: bytes) -> bool | None:
@@ -80,4 +81,5 @@ def verify(
         max_prob_diff=float(np.max(np.abs(probs - keras_probs))),
         latency_ms=latency,
         latency_ref_ms=latency_ref,
+        predictions=pred,
     )

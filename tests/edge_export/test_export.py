@@ -107,6 +107,17 @@ def test_micro_c_array_compiles_and_arena_is_measured(fedavg_run, tmp_path):
         )
 
 
+def test_default_formats_ship_the_quantization_aware_int8_model(fedavg_run, tmp_path):
+    run_dir, data_dir = fedavg_run
+    out = tmp_path / "export"
+    args = [str(run_dir), "--clients", "1", "--micro", "--qat-epochs", "1", "--out", str(out)]
+    assert main(args + ["--data-dir", str(data_dir), "--no-progress"]) == 0
+    report = json.loads((out / "export_report.json").read_text())
+    assert [e["format"] for e in report] == ["float32", "int8-qat"]
+    assert report[1]["micro_path"] == "client1/micro_int8_qat.cc"
+    assert (out / "client1" / "micro_int8_qat.h").exists()
+
+
 def test_micro_refuses_sparse_tensors(fedavg_run):
     from edge_export.convert import to_tflite
     from edge_export.micro import check_micro_compatible
