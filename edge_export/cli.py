@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fedprune.errors import FedpruneError
 
-DEFAULT_FORMATS = "float32,int8-qat"
+DEFAULT_FORMATS = "float32,int8"
 DEFAULT_AUTOENCODER_FORMATS = "float32,int8"
 
 
@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"comma-separated, from: {', '.join(FORMATS)} (default: {DEFAULT_FORMATS}; "
         f"FedCRef autoencoders: {DEFAULT_AUTOENCODER_FORMATS}). int8 is post-training "
-        "quantization; int8-qat first fine-tunes a copy quantization-aware (see --qat-epochs) "
-        "and keeps the int8 predictions equal to Keras where int8 flips near-tie windows",
+        "quantization of the trained model; int8-qat converts a copy fine-tuned "
+        "quantization-aware first (--qat-epochs), a slightly different model (README: Edge export)",
     )
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument(

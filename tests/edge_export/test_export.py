@@ -107,13 +107,14 @@ def test_micro_c_array_compiles_and_arena_is_measured(fedavg_run, tmp_path):
         )
 
 
-def test_default_formats_ship_the_quantization_aware_int8_model(fedavg_run, tmp_path):
+def test_micro_array_of_the_quantization_aware_model(fedavg_run, tmp_path):
     run_dir, data_dir = fedavg_run
     out = tmp_path / "export"
     args = [str(run_dir), "--clients", "1", "--micro", "--qat-epochs", "1", "--out", str(out)]
+    args += ["--formats", "float32,int8-qat"]
     assert main(args + ["--data-dir", str(data_dir), "--no-progress"]) == 0
     report = json.loads((out / "export_report.json").read_text())
-    assert [e["format"] for e in report] == ["float32", "int8-qat"]
+    assert [e["format"] for e in report] == ["float32", "int8-qat"]  # no int8 added
     assert report[1]["micro_path"] == "client1/micro_int8_qat.cc"
     assert (out / "client1" / "micro_int8_qat.h").exists()
 
