@@ -52,8 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--micro",
         action="store_true",
-        help="also write each client's int8 (and int8-qat) model as a TFLite Micro C array "
-        "(.h/.cc) with its op list and tensor arena size (int8 is added if neither is listed)",
+        help="also write each client's int8, int8-qat and int16x8 models as TFLite Micro C "
+        "arrays (.h/.cc) with their op list and tensor arena size (int8 is added if none of "
+        "them is listed)",
     )
     parser.add_argument(
         "--qat-epochs",
@@ -86,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from edge_export.autoencoders import export_fedcref_run, is_fedcref_run
         from edge_export.convert import FORMATS
-        from edge_export.export import export_run, report_markdown
+        from edge_export.export import MICRO_FORMATS, export_run, report_markdown
         from edge_export.run_models import load_run, select_clients
         from fedprune.errors import ConfigError
 
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
         run = load_run(args.run_dir, args.data_dir, args.ft_epochs)
         clients = select_clients(run, args.clients)
-        if args.micro and not {"int8", "int8-qat"} & set(formats):
+        if args.micro and not set(MICRO_FORMATS) & set(formats):
             formats.append("int8")
         entries = export_run(
             run,

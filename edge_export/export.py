@@ -19,12 +19,16 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from edge_export.convert import sparse_tensors, to_tflite
-from edge_export.micro import export_micro
+from edge_export.micro import export_micro, quantize_input
 from edge_export.qat import quantization_aware_finetune
 from edge_export.run_models import RunModels
 from edge_export.verify import runtime_loads, verify
 
-MICRO_FORMATS = ("int8", "int8-qat")  # TFLite Micro reads neither float16 nor sparse tensors
+MICRO_FORMATS = (
+    "int8",
+    "int8-qat",
+    "int16x8",
+)  # TFLite Micro reads neither float16 nor sparse tensors
 
 
 def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes) -> dict:
@@ -141,7 +145,7 @@ def export_run(
             entries[-1]["qat_keras_acc"] = qat_acc
             entries[-1]["qat_agreement"] = float(np.mean(check.predictions == qat_probs.argmax(-1)))
         if micro and fmt in MICRO_FORMATS:
-            sample = _quantized(client.x_test[:1], meta["input"]["quantization"])
+            sample = quantize_input(content, client.x_test[:1])
             stem = path.parent / f"micro_{fmt.replace('-', '_')}"
             arena = export_micro(content, stem, f"client{client_id}_model", sample)
             entries[-1].update(
@@ -153,10 +157,6 @@ def export_run(
     (out / "export_report.json").write_text(json.dumps(entries, indent=2) + "\n")
     (out / "export_report.md").write_text(report_markdown(entries))
     return entries
-
-
-def _quantized(x: np.ndarray, q: dict) -> np.ndarray:
-    return np.clip(np.round(x / q["scale"] + q["zero_point"]), -128, 127).astype(np.int8)
 
 
 def report_markdown(entries: Sequence[dict]) -> str:

@@ -105,13 +105,13 @@ def _quiet_stderr():  # noqa: ANN202 (the micro interpreter prints allocation fa
 
 
 def quantize_input(model_content: bytes, x: np.ndarray) -> np.ndarray:
-    """``x`` quantized with the model's int8 input scale and zero point."""
+    """``x`` quantized with the model's integer input type, scale and zero point."""
     import tensorflow as tf
 
-    scale, zero = tf.lite.Interpreter(model_content=model_content).get_input_details()[0][
-        "quantization"
-    ]
-    return np.clip(np.round(x / scale + zero), -128, 127).astype(np.int8)
+    from edge_export.verify import quantize
+
+    details = tf.lite.Interpreter(model_content=model_content).get_input_details()[0]
+    return quantize(x, details)
 
 
 def measure_arena(model_content: bytes, sample: np.ndarray, limit: int = 1 << 20) -> int | None:

@@ -34,6 +34,25 @@ def runtime_loads(model_content: bytes) -> bool | None:
     return True
 
 
+def quantize(x: np.ndarray, details: dict) -> np.ndarray:
+    """``x`` as the interpreter tensor ``details`` expects it: rounded to its integer type with
+    its scale and zero point (int8, int16), or float32 unchanged."""
+    dtype = np.dtype(details["dtype"])
+    if dtype.kind != "i":
+        return x.astype(np.float32)
+    scale, zero = details["quantization"]
+    info = np.iinfo(dtype)
+    return np.clip(np.round(x / scale + zero), info.min, info.max).astype(dtype)
+
+
+def dequantize(y: np.ndarray, details: dict) -> np.ndarray:
+    """An interpreter output back to float (identity for float outputs)."""
+    if np.dtype(details["dtype"]).kind != "i":
+        return y
+    scale, zero = details["quantization"]
+    return (y.astype(np.float32) - zero) * scale
+
+
 def run_tflite(
     model_content: bytes, x: np.ndarray, reference_kernels: bool = False
 ) -> tuple[np.ndarray, float]:
@@ -50,21 +69,13 @@ def run_tflite(
     interpreter.allocate_tensors()
     inp = interpreter.get_input_details()[0]
     out = interpreter.get_output_details()[0]
-    in_scale, in_zero = inp["quantization"]
-    out_scale, out_zero = out["quantization"]
     probs, times = [], []
     for window in x:
-        value = window[None].astype(np.float32)
-        if inp["dtype"] == np.int8:
-            value = np.clip(np.round(value / in_scale + in_zero), -128, 127).astype(np.int8)
-        interpreter.set_tensor(inp["index"], value)
+        interpreter.set_tensor(inp["index"], quantize(window[None], inp))
         t0 = time.perf_counter()
         interpreter.invoke()
         times.append(time.perf_counter() - t0)
-        y = interpreter.get_tensor(out["index"])[0]
-        if out["dtype"] == np.int8:
-            y = (y.astype(np.float32) - out_zero) * out_scale
-        probs.append(y)
+        probs.append(dequantize(interpreter.get_tensor(out["index"])[0], out))
     return np.asarray(probs), 1000.0 * float(np.median(times))
 
 

@@ -65,6 +65,13 @@ def test_every_format_loads_and_agrees_with_keras(fedavg_run, tmp_path):
     assert by_format["int8-qat"]["agreement"] >= 0.8  # vs the original Keras model
     assert by_format["int8-qat-sparse"]["sparse_encoded"]
     assert by_format["int8-qat-sparse"]["bytes"] < by_format["int8-qat"]["bytes"]
+    int16 = by_format["int16x8"]
+    assert int16["bytes"] < 1.1 * by_format["int8"]["bytes"]  # int8 weights
+    assert int16["max_prob_diff"] < by_format["int8"]["max_prob_diff"]
+    assert int16["agreement"] >= by_format["int8"]["agreement"]
+    assert by_format["int16x8-sparse"]["sparse_encoded"]
+    meta16 = json.loads((out / "client2" / "int16x8.json").read_text())
+    assert meta16["input"]["dtype"] == "int16" and meta16["output"]["dtype"] == "int16"
     qat_meta = json.loads((out / "client2" / "int8-qat.json").read_text())
     assert qat_meta["quantization_aware"] == {"epochs": 1, "learning_rate": 1e-4}
     meta = json.loads((out / "client2" / "int8.json").read_text())
@@ -117,6 +124,16 @@ def test_micro_array_of_the_quantization_aware_model(fedavg_run, tmp_path):
     assert [e["format"] for e in report] == ["float32", "int8-qat"]  # no int8 added
     assert report[1]["micro_path"] == "client1/micro_int8_qat.cc"
     assert (out / "client1" / "micro_int8_qat.h").exists()
+
+
+def test_micro_array_of_the_int16x8_model(fedavg_run, tmp_path):
+    run_dir, data_dir = fedavg_run
+    out = tmp_path / "export"
+    args = [str(run_dir), "--clients", "1", "--micro", "--formats", "int16x8", "--out", str(out)]
+    assert main(args + ["--data-dir", str(data_dir), "--no-progress"]) == 0
+    (entry,) = json.loads((out / "export_report.json").read_text())
+    assert entry["format"] == "int16x8" and entry["micro_arena_measured"]
+    assert entry["micro_arena_bytes"] <= 64 * 1024
 
 
 def test_micro_refuses_sparse_tensors(fedavg_run):
