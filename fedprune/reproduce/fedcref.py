@@ -134,6 +134,29 @@ def write_csv(table: list[dict], path: Path) -> None:
         writer.writerows(table)
 
 
+PANELS = (
+    ("communities", "communities |G|"),
+    ("acc", "mean client ACC"),
+    ("wrong_assoc_pct", "wrong associations (%)"),
+    ("isolated", "isolated clusters |I|"),
+    ("active_clients", "active clients |A|"),
+)
+
+
+def iteration_series(run: Path) -> dict[str, tuple[list[int], list[float]]]:
+    """Each plotted quantity per iteration of one run; ACC starts at iteration 0 with the
+    initial clustering's ACC (``acc_init`` of ``summary.json``) once the run has finished."""
+    with open(run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    iterations = [int(r["iteration"]) for r in rows]
+    series = {key: (list(iterations), [float(r[key]) for r in rows]) for key, _ in PANELS}
+    summary = run / "summary.json"
+    if summary.exists():
+        its, values = series["acc"]
+        series["acc"] = ([0, *its], [float(json.loads(summary.read_text())["acc_init"]), *values])
+    return series
+
+
 def plot_iterations(out: Path, seeds: list[int], path: Path) -> None:
     """Figure 8-like panels: communities, ACC, wrong associations, isolated clusters and
     active clients per iteration, one line per (dataset, dirtiness), first seed."""
@@ -142,31 +165,16 @@ def plot_iterations(out: Path, seeds: list[int], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = (
-        ("communities", "communities |G|"),
-        ("acc", "mean client ACC"),
-        ("wrong_assoc_pct", "wrong associations (%)"),
-        ("isolated", "isolated clusters |I|"),
-        ("active_clients", "active clients |A|"),
-    )
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.4))
     for setting in SETTINGS:
         for d in DIRTINESS:
-            metrics = run_dir(out, setting, d, seeds[0]) / "metrics.csv"
-            if not metrics.exists():
+            run = run_dir(out, setting, d, seeds[0])
+            if not (run / "metrics.csv").exists():
                 continue
-            with open(metrics, newline="") as f:
-                rows = list(csv.DictReader(f))
-            it = [int(r["iteration"]) for r in rows]
-            for ax, (key, _) in zip(axes, panels):
-                ax.plot(
-                    it,
-                    [float(r[key]) for r in rows],
-                    marker="o",
-                    ms=3,
-                    label=f"{setting.dataset} d={d}",
-                )
-    for ax, (_, title) in zip(axes, panels):
+            series = iteration_series(run)
+            for ax, (key, _) in zip(axes, PANELS):
+                ax.plot(*series[key], marker="o", ms=3, label=f"{setting.dataset} d={d}")
+    for ax, (_, title) in zip(axes, PANELS):
         ax.set_title(title)
         ax.set_xlabel("iteration")
         ax.grid(alpha=0.3)

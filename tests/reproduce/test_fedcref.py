@@ -40,6 +40,14 @@ def test_table_and_plot(tmp_path):
     assert (tmp_path / "p.png").stat().st_size > 10_000
 
 
+def test_plotted_acc_starts_at_the_initial_clustering(tmp_path):
+    mnist = F.SETTINGS[0]
+    _fake(tmp_path, mnist, 0.3, 0, 0.88)
+    series = F.iteration_series(F.run_dir(tmp_path, mnist, 0.3, 0))
+    assert series["acc"] == ([0, 1, 2], [pytest.approx(0.7), 0.8, 0.85])
+    assert series["communities"] == ([1, 2], [8.0, 10.0])
+
+
 def test_jobs_carry_dataset_options(tmp_path):
     jobs = F.jobs(tmp_path, [0], "/data")
     assert len(jobs) == 9
