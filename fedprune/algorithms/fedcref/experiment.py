@@ -35,7 +35,7 @@ from fedprune.algorithms.fedcref.initial import kmeans_on_embeddings
 from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
 from fedprune.data.clustered_partition import ClientImages, dirty_uniform, partition_clients
 from fedprune.data.images import load_images
-from fedprune.errors import ConfigError
+from fedprune.errors import ConfigError, DataError
 from fedprune.runs import RunDir
 
 INITS = ("dirty", "kmeans-ae")
@@ -117,11 +117,13 @@ def _load_state(run: RunDir) -> FedCRefState | None:
     if loaded is None:
         return None
     iteration, arrays, _ = loaded
-    per_model = 12  # six Dense layers: kernel and bias
     keys = [tuple(map(int, k)) for k in arrays["model_keys"][0]]
     flat = arrays["model_weights"]
-    models = {k: flat[per_model * n : per_model * (n + 1)] for n, k in enumerate(keys)}
+    per_model = len(flat) // max(len(keys), 1)  # weight arrays per autoencoder
     cw = arrays.get("community_weights", [])
+    if not keys or per_model * len(keys) != len(flat) or len(cw) % per_model:
+        raise DataError(f"{run.path}: checkpoint.npz is inconsistent; delete it to start over")
+    models = {k: flat[per_model * n : per_model * (n + 1)] for n, k in enumerate(keys)}
     return FedCRefState(
         iteration=iteration,
         assignments=[a.astype(np.int64) for a in arrays["assignments"]],
