@@ -9,6 +9,7 @@ with Keras on the client's test windows.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from edge_export.micro import export_micro, quantize_input
 from edge_export.qat import quantization_aware_finetune
 from edge_export.run_models import RunModels
 from edge_export.verify import runtime_loads, verify
+from fedprune.data.partition import ClientData
 
 MICRO_FORMATS = (
     "int8",
@@ -71,6 +73,20 @@ def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes) -> dict:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class _Reference:
+    """A Keras model to convert, with its class probabilities on the client's test windows."""
+
+    model: tf.keras.Model
+    probs: np.ndarray
+    acc: float
+
+
+def _reference(model: tf.keras.Model, client: ClientData) -> _Reference:
+    probs = model.predict(client.x_test, verbose=0)
+    return _Reference(model, probs, float(np.mean(probs.argmax(-1) == client.y_test)))
+
+
 def export_run(
     run: RunModels,
     clients: Sequence[int],
@@ -83,80 +99,102 @@ def export_run(
 ) -> list[dict]:
     """Export, verify and report; returns the report entries.
 
-    With ``micro`` each client's int8 (and int8-qat) model is also written as a TFLite Micro
-    C array pair (``client<ID>/micro_int8.{h,cc}``, ``micro_int8_qat.{h,cc}``) with its arena
-    size. The ``-qat`` formats convert a copy of the client's model after ``qat_epochs`` of
+    With ``micro`` each client's int8, int8-qat and int16x8 models are also written as
+    TFLite Micro C array pairs (``client<ID>/micro_int8.{h,cc}``, ...) with their arena size.
+    The ``-qat`` formats convert a copy of the client's model after ``qat_epochs`` of
     quantization-aware fine-tuning on its training windows (:mod:`edge_export.qat`); every
-    format is compared with the client's original Keras model.
+    format is compared with the client's trained Keras model.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     entries = []
-    jobs = [(c, f) for c in clients for f in formats]
-    models: dict[str, tf.keras.Model] = {}
-    for client_id, fmt in tqdm(jobs, desc="export", unit="file", disable=not progress):
+    bar = tqdm(total=len(clients) * len(formats), desc="export", unit="file", disable=not progress)
+    for client_id in clients:
         client = run.client(client_id)
-        if models.get("client") != client_id:
-            models = {"client": client_id, "keras": run.keras(client_id)}
-            keras_probs = models["keras"].predict(client.x_test, verbose=0)
-            keras_acc = float(np.mean(keras_probs.argmax(-1) == client.y_test))
-        if "-qat" in fmt and "qat" not in models:
-            models["qat"] = quantization_aware_finetune(
-                models["keras"],
-                client.x_train,
-                client.y_train,
-                qat_epochs,
-                qat_learning_rate,
-                seed=int(run.config.get("seed", 0)) * 1000 + client_id,
-            )
-            qat_probs = models["qat"].predict(client.x_test, verbose=0)
-            qat_acc = float(np.mean(qat_probs.argmax(-1) == client.y_test))
-        content = to_tflite(models["qat" if "-qat" in fmt else "keras"], fmt, client.x_train)
-        path = out / f"client{client_id}" / f"{fmt}.tflite"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
-        meta = _metadata(run, client_id, fmt, content)
-        if "-qat" in fmt:
-            meta["quantization_aware"] = {"epochs": qat_epochs, "learning_rate": qat_learning_rate}
-        path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-        check = verify(content, keras_probs, client.x_test, client.y_test)
-        entries.append(
-            {
-                "client": client_id,
-                "format": fmt,
-                "path": str(path.relative_to(out)),
-                "bytes": len(content),
-                "gzip_bytes": len(gzip.compress(content, 9)),
-                "sparse_encoded": bool(meta["sparse_tensors"]),
-                "sparsity": meta["sparsity"],
-                "keras_acc": keras_acc,
-                "tflite_acc": check.tflite_acc,
-                "acc_delta": check.tflite_acc - keras_acc,
-                "agreement": check.agreement,
-                "test_windows": len(client.y_test),
-                "flipped_windows": int(round((1.0 - check.agreement) * len(client.y_test))),
-                "max_prob_diff": check.max_prob_diff,
-                "latency_ms": check.latency_ms,
-                "latency_ref_ms": check.latency_ref_ms,
-                "tflite_runtime_loads": runtime_loads(content),
-            }
-        )
-        if "-qat" in fmt:  # the converted float model differs from the source model
-            entries[-1]["qat_keras_acc"] = qat_acc
-            entries[-1]["qat_agreement"] = float(np.mean(check.predictions == qat_probs.argmax(-1)))
-        if micro and fmt in MICRO_FORMATS:
-            sample = quantize_input(content, client.x_test[:1])
-            stem = path.parent / f"micro_{fmt.replace('-', '_')}"
-            arena = export_micro(content, stem, f"client{client_id}_model", sample)
-            entries[-1].update(
-                micro_path=str(stem.with_suffix(".cc").relative_to(out)),
-                micro_ops=arena.ops,
-                micro_arena_bytes=arena.arena_bytes,
-                micro_arena_measured=arena.arena_measured,
-            )
+        trained = _reference(run.keras(client_id), client)
+        qat = None
+        for fmt in formats:
+            if "-qat" in fmt and qat is None:
+                seed = int(run.config.get("seed", 0)) * 1000 + client_id
+                tuned = quantization_aware_finetune(
+                    trained.model, client.x_train, client.y_train, qat_epochs,
+                    qat_learning_rate, seed=seed,
+                )  # fmt: skip
+                qat = _reference(tuned, client)
+            if "-qat" in fmt:
+                aware = {"epochs": qat_epochs, "learning_rate": qat_learning_rate}
+                entry = _export_one(run, client_id, fmt, qat, trained, out, aware)
+            else:
+                entry = _export_one(run, client_id, fmt, trained, trained, out)
+            if micro and fmt in MICRO_FORMATS:
+                entry.update(_micro(out, entry, client))
+            entries.append(entry)
+            bar.update()
+    bar.close()
     (out / "export_report.json").write_text(json.dumps(entries, indent=2) + "\n")
     (out / "export_report.md").write_text(report_markdown(entries))
     return entries
+
+
+def _export_one(
+    run: RunModels,
+    client_id: int,
+    fmt: str,
+    source: _Reference,
+    trained: _Reference,
+    out: Path,
+    quantization_aware: dict | None = None,
+) -> dict:
+    """Convert ``source``, write the file and its metadata, verify it against ``trained``."""
+    client = run.client(client_id)
+    content = to_tflite(source.model, fmt, client.x_train)
+    path = out / f"client{client_id}" / f"{fmt}.tflite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    meta = _metadata(run, client_id, fmt, content)
+    if quantization_aware is not None:
+        meta["quantization_aware"] = quantization_aware
+    path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    check = verify(content, trained.probs, client.x_test, client.y_test)
+    entry = {
+        "client": client_id,
+        "format": fmt,
+        "path": str(path.relative_to(out)),
+        "bytes": len(content),
+        "gzip_bytes": len(gzip.compress(content, 9)),
+        "sparse_encoded": bool(meta["sparse_tensors"]),
+        "sparsity": meta["sparsity"],
+        "keras_acc": trained.acc,
+        "tflite_acc": check.tflite_acc,
+        "acc_delta": check.tflite_acc - trained.acc,
+        "agreement": check.agreement,
+        "test_windows": len(client.y_test),
+        "flipped_windows": int(round((1.0 - check.agreement) * len(client.y_test))),
+        "max_prob_diff": check.max_prob_diff,
+        "latency_ms": check.latency_ms,
+        "latency_ref_ms": check.latency_ref_ms,
+        "tflite_runtime_loads": runtime_loads(content),
+    }
+    if source is not trained:  # a fine-tuned copy: also compare with the model converted
+        entry["qat_keras_acc"] = source.acc
+        entry["qat_agreement"] = float(np.mean(check.predictions == source.probs.argmax(-1)))
+    return entry
+
+
+def _micro(out: Path, entry: dict, client: ClientData) -> dict:
+    """The TFLite Micro C array pair of an exported file, and its report fields."""
+    path = out / entry["path"]
+    content = path.read_bytes()
+    stem = path.parent / f"micro_{entry['format'].replace('-', '_')}"
+    arena = export_micro(
+        content, stem, f"client{entry['client']}_model", quantize_input(content, client.x_test[:1])
+    )
+    return {
+        "micro_path": str(stem.with_suffix(".cc").relative_to(out)),
+        "micro_ops": arena.ops,
+        "micro_arena_bytes": arena.arena_bytes,
+        "micro_arena_measured": arena.arena_measured,
+    }
 
 
 def report_markdown(entries: Sequence[dict]) -> str:
