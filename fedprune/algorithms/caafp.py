@@ -25,8 +25,10 @@ Interpretations (the paper is silent or inconsistent; all configurable):
   then sees only those, so the start and target sparsities, N_active, N_total and Eq. 9's
   maximum are over them (e.g. ``--prune-layers dense --target-sparsity 0.95`` prunes about as
   many weights as 70 % of all kernels, all in the hidden dense layer).
-* The start pruning happens exactly once, at Phase-3 round 1 (with blocks the reached sparsity
-  can be a hair under ``start_sparsity``; later scoring rounds are schedule steps regardless).
+* The start pruning happens exactly once, at Phase-3 round 1 (the reached sparsity can be a
+  hair under ``start_sparsity``: with blocks, and per weight when the count rounds down, as
+  70 % of WISDM's 124,032 kernel weights does; later scoring rounds are schedule steps
+  regardless — before this was keyed to round 1, such runs re-pruned at every scoring round).
 * lambda (``prox``) is not given in the paper; default 1e-3. Scoring weights default to the
   paper's per dataset: UCI-HAR (0.5, 0.25, 0.25), WISDM (0.25, 0.25, 0.5).
 """
