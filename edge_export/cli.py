@@ -66,12 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--qat-lr",
-        type=float,
+        type=_positive_float,
         default=1e-4,
         help="int8-qat formats: Adam learning rate of that fine-tuning (default: 1e-4)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -117,8 +117,8 @@ def export_run(
             if "-qat" in fmt and qat is None:
                 seed = int(run.config.get("seed", 0)) * 1000 + client_id
                 tuned = quantization_aware_finetune(
-                    trained.model, client.x_train, client.y_train, qat_epochs,
-                    qat_learning_rate, seed=seed,
+                    trained.model, client.x_train, client.y_train,
+                    epochs=qat_epochs, learning_rate=qat_learning_rate, seed=seed,
                 )  # fmt: skip
                 qat = _reference(tuned, client)
             if "-qat" in fmt:

@@ -23,6 +23,7 @@ the converter quantizes after training like any model (:func:`quantization_aware
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -264,13 +265,7 @@ def float_copy(qat: tf.keras.Model, model: tf.keras.Model) -> tf.keras.Model:
 
 
 def quantization_aware_finetune(
-    model: tf.keras.Model,
-    x: np.ndarray,
-    y: np.ndarray,
-    epochs: int = 2,
-    learning_rate: float = 1e-4,
-    batch_size: int = 32,
-    seed: int = 0,
+    model: tf.keras.Model, x: np.ndarray, y: np.ndarray, **training: Any
 ) -> tf.keras.Model:
     """``model`` fine-tuned quantization-aware on ``(x, y)``, as a plain Keras model.
 
@@ -280,7 +275,6 @@ def quantization_aware_finetune(
     converted because TF 2.14's converter rejects a per-channel fake-quant on a Conv1D kernel
     ("'tfl.transpose' op has mismatched quantized axes"), and a per-tensor one costs the conv
     layers precision (3 flipped windows on one client in our measurement). ``model`` is not
-    changed.
+    changed. ``training``: the keyword arguments of :func:`train_quantization_aware`.
     """
-    qat = train_quantization_aware(model, x, y, epochs, learning_rate, batch_size, seed)
-    return float_copy(qat, model)
+    return float_copy(train_quantization_aware(model, x, y, **training), model)

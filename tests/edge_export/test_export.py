@@ -170,6 +170,9 @@ def test_unknown_client_and_format(fedavg_run, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(args + ["--formats", "int8-qat", "--qat-epochs", "0"])
     assert "--qat-epochs: must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(args + ["--formats", "int8-qat", "--qat-lr=-1e-4"])
+    assert "--qat-lr: must be > 0" in capsys.readouterr().err
 
 
 def test_int8_calibrates_on_every_training_window():
