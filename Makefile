@@ -41,8 +41,9 @@ test: lint ## lint, then all tests (real-data tests run when the data is found)
 test-fast: install ## unit tests only (no TFF computations, no real data)
 	$(BIN)/pytest -q -m "not slow and not real_data"
 
-bench: install ## time TFF rounds (FedAvg, CA-AFP) against Keras fit on real UCI-HAR
+bench: install ## time TFF rounds and stacked fine-tuning against Keras fit on real UCI-HAR
 	$(BIN)/python experiments/bench_round.py
+	$(BIN)/python experiments/bench_finetune.py
 
 reproduce-table2: install ## the paper's Table 2 on real data, 5 seeds -> results/table2.{md,csv,png}
 	$(BIN)/fedprune reproduce table2 --jobs 2
