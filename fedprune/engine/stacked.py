@@ -4,9 +4,9 @@ Fine-tuning (Eq. 12) trains every client's own copy of the CNN for E epochs with
 At that batch size a Keras step is mostly overhead and small-batch convolution gradients
 (measured on this 2-core machine: ~10 ms per step of 32 windows, ~3 ms per step of 2, and
 12,400 windows/s at batch 512 against 3,200 at batch 32). So the clients are *stacked*: every
-weight gets a leading client axis, every layer is one batched matrix product over all clients
-(a convolution as its im2col patches times the kernel), and one step trains every client on
-its own next batch.
+weight gets a leading client axis, every layer is one computation over all clients (a
+convolution is one grouped convolution, a dense layer one batched matrix product), and one
+step trains every client on its own next batch.
 
 Per client the result is Keras' ``compile(Adam(lr), sparse CE); fit(batch_size, shuffle)``
 with a kernel mask constraint, step for step:
@@ -26,7 +26,8 @@ What differs from Keras: the random streams (shuffle order, dropout masks), and 
 from the batched products. tests/engine/test_stacked.py checks, with dropout off and no
 shuffle, that the stacked weights after two epochs equal Keras ``fit`` per client.
 
-Supported layers (anything else is refused with the layer's name): InputLayer, Conv1D (stride
+Supported models take windows (batch, steps, channels). Supported layers (anything else is
+refused with the layer's name): InputLayer, Conv1D (stride
 1, no dilation, ``same`` or ``valid``), MaxPooling1D (``valid``, strides = pool size), Dropout,
 Flatten, Dense; activations linear/relu, and softmax on the last layer only.
 """
@@ -59,6 +60,10 @@ def _activation_name(layer: tf.keras.layers.Layer) -> str:
 def plan_of(model: tf.keras.Model) -> list[_Op]:
     """The model's layers as stacked operations; ValueError naming an unsupported layer."""
     L = tf.keras.layers
+    if len(model.input_shape) != 3:
+        raise ValueError(
+            f"stacked training needs (batch, steps, channels) inputs, not {model.input_shape}"
+        )
     ops: list[_Op] = []
     for layer in model.layers:
         name = f"layer {layer.name!r} ({type(layer).__name__})"
@@ -139,6 +144,8 @@ class StackedModel:
         kernels = [i for i in range(0, n, 2)]  # kernel, bias per conv/dense layer
         if kernel_masks is None:
             kernel_masks = [[None] * len(kernels) for _ in weights]
+        if len(kernel_masks) != self.clients or any(len(m) != len(kernels) for m in kernel_masks):
+            raise ValueError(f"every client needs {len(kernels)} kernel masks (None: no mask)")
         self.masks: dict[int, tf.Tensor] = {}
         for j, i in enumerate(kernels):
             per_client = [m[j] for m in kernel_masks]

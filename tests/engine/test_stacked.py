@@ -99,6 +99,12 @@ def test_masked_weights_stay_zero_and_dropout_is_per_client():
         np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_wrong_number_of_masks_is_refused():
+    weights = _client_weights(2)
+    with pytest.raises(ValueError, match="4 kernel masks"):
+        StackedModel(build_har_cnn(SHAPE, 4), weights, [_masks(w, 0)[:3] for w in weights])
+
+
 def test_unsupported_layer_is_named():
     inputs = tf.keras.Input(SHAPE)
     h = tf.keras.layers.GRU(4, name="gru")(inputs)
