@@ -55,12 +55,14 @@ def finetune_all(
     out: dict[int, dict[int, tuple[float, list[np.ndarray]]]] = {}
     done = 0
     for e in sorted(set(epochs)):
-        for _ in range(done, e):
-            stack.fit_epochs(
-                [c.x_train for c in clients], [c.y_train for c in clients], 1, batch_size, shuffles
-            )
-            if progress is not None:
-                progress.update(1)
+        stack.fit_epochs(
+            [c.x_train for c in clients],
+            [c.y_train for c in clients],
+            e - done,
+            batch_size,
+            shuffles,
+            on_epoch=None if progress is None else lambda: progress.update(1),
+        )
         done = e
         probs = predict_each(stack, [c.x_test for c in clients])
         out[e] = {

@@ -35,7 +35,7 @@ Flatten, Dense; activations linear/relu, and softmax on the last layer only.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -241,9 +241,10 @@ class StackedModel:
         epochs: int,
         batch_size: int,
         shuffle_rngs: Sequence[np.random.Generator] | None,
+        on_epoch: Callable[[], None] | None = None,
     ) -> None:
         """``epochs`` epochs for every client on its own (x[c], y[c]); no shuffling when
-        ``shuffle_rngs`` is None."""
+        ``shuffle_rngs`` is None; ``on_epoch`` is called after each epoch (progress)."""
         if len(x) != self.clients or len(y) != self.clients:
             raise ValueError(f"need training data for each of the {self.clients} clients")
         sizes = [len(yc) for yc in y]
@@ -266,6 +267,8 @@ class StackedModel:
                     tf.gather(ys, idx, batch_dims=1),
                     tf.constant(weight[:, cols]),
                 )
+            if on_epoch is not None:
+                on_epoch()
 
     def client_weights(self, c: int) -> list[np.ndarray]:
         return [v[c].numpy() for v in self.vars]
