@@ -70,6 +70,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=1e-4,
         help="int8-qat formats: Adam learning rate of that fine-tuning (default: 1e-4)",
     )
+    parser.add_argument(
+        "--input-scaling",
+        choices=("per-channel", "per-tensor"),
+        default="per-channel",
+        help="int8, int8-sparse, int16x8: 'per-channel' maps each sensor channel's training "
+        "range onto [-1, 1] before quantizing (the device applies the offset/scale in the "
+        ".json and the micro header; folded exactly into the first layer), 'per-tensor' "
+        "quantizes the raw input with one scale (default: per-channel)",
+    )
+    parser.add_argument(
+        "--logit-range",
+        choices=("decision", "full"),
+        default="decision",
+        help="int8, int8-sparse: quantization range of the logits before the softmax; "
+        "'decision' spans the training windows' lowest runner-up logit to their highest top "
+        "logit (finer steps where classes are decided), 'full' their min/max (default: decision)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -123,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             micro=args.micro,
             qat_epochs=args.qat_epochs,
             qat_learning_rate=args.qat_lr,
+            input_scaling=args.input_scaling,
+            logit_range=args.logit_range,
         )
         print(report_markdown(entries), end="")
     except FedpruneError as err:

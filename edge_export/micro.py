@@ -22,6 +22,7 @@ from fedprune.errors import ConfigError
 
 # TFLite Micro resolver methods for the builtin ops these models use (MicroMutableOpResolver).
 RESOLVER_METHODS = {
+    "CONCATENATION": "AddConcatenation",
     "CONV_2D": "AddConv2D",
     "DEPTHWISE_CONV_2D": "AddDepthwiseConv2D",
     "FULLY_CONNECTED": "AddFullyConnected",
@@ -146,11 +147,33 @@ def c_identifier(name: str) -> str:
     return ident if not ident[0].isdigit() else f"m_{ident}"
 
 
+def _normalization_c(ident: str, normalization: dict | None) -> str:
+    """C constants for the per-channel map the firmware applies before quantizing."""
+    if normalization is None:
+        return ""
+
+    def floats(values: list[float]) -> str:
+        return ", ".join(f"{v:.9g}f" for v in values)
+
+    n = len(normalization["offset"])
+    return (
+        f"// Before quantizing, per channel c: z = (x - offset[c]) / scale[c]\n"
+        f"constexpr int k{ident}_channels = {n};\n"
+        f"constexpr float k{ident}_input_offset[{n}] = {{{floats(normalization['offset'])}}};\n"
+        f"constexpr float k{ident}_input_scale[{n}] = {{{floats(normalization['scale'])}}};\n\n"
+    )
+
+
 def write_c_array(
-    model_content: bytes, path_stem: Path, name: str, ops: list[str], arena: MicroExport
+    model_content: bytes,
+    path_stem: Path,
+    name: str,
+    ops: list[str],
+    arena: MicroExport,
+    normalization: dict | None = None,
 ) -> tuple[Path, Path]:
     """``<stem>.h`` / ``<stem>.cc`` with the model array (16-byte aligned), its length, the
-    resolver registration and the arena size."""
+    resolver registration, the arena size and the input normalization constants."""
     ident = c_identifier(name)
     header = path_stem.with_suffix(".h")
     source = path_stem.with_suffix(".cc")
@@ -167,7 +190,8 @@ def write_c_array(
         f"extern const unsigned int {ident}_len;\n\n"
         f"// Tensor arena: {kind}.\n"
         f"constexpr int k{ident}_arena_size = {arena.arena_bytes};\n\n"
-        f"// Register exactly these ops:\n"
+        + _normalization_c(ident, normalization)
+        + f"// Register exactly these ops:\n"
         f"//   tflite::MicroMutableOpResolver<{len(ops)}> resolver;\n"
         + "".join(f"//   resolver.{RESOLVER_METHODS[op]}();\n" for op in ops)
         + f"\n#endif  // {guard}\n"
@@ -185,9 +209,14 @@ def write_c_array(
 
 
 def export_micro(
-    model_content: bytes, path_stem: Path, name: str, sample: np.ndarray
+    model_content: bytes,
+    path_stem: Path,
+    name: str,
+    sample: np.ndarray,
+    normalization: dict | None = None,
 ) -> MicroExport:
-    """Check, measure (or bound) the arena, and write the C array pair."""
+    """Check, measure (or bound) the arena, and write the C array pair (with the input
+    normalization constants when the model expects normalized input)."""
     ops = check_micro_compatible(model_content)
     measured = measure_arena(model_content, sample)
     arena = MicroExport(
@@ -195,5 +224,5 @@ def export_micro(
         arena_bytes=measured if measured is not None else arena_upper_bound(model_content),
         arena_measured=measured is not None,
     )
-    write_c_array(model_content, path_stem, name, ops, arena)
+    write_c_array(model_content, path_stem, name, ops, arena, normalization)
     return arena

@@ -76,6 +76,27 @@ def test_every_format_loads_and_agrees_with_keras(fedavg_run, tmp_path):
     meta = json.loads((out / "client2" / "int8.json").read_text())
     assert meta["input"]["dtype"] == "int8" and meta["input"]["quantization"]["scale"] > 0
     assert meta["labels"][0] == "WALKING"
+    # post-training integer files take per-channel scaled windows; the device map is recorded
+    assert meta["input_scaling"] == "per-channel" and len(meta["normalization"]["offset"]) == 9
+    assert meta["logit_range"][0] < 0 < meta["logit_range"][1]
+    assert meta16["input_scaling"] == "per-channel" and meta16["logit_range"] is None
+    assert qat_meta["input_scaling"] == "per-tensor" and qat_meta["normalization"] is None
+    float_meta = json.loads((out / "client2" / "float32.json").read_text())
+    assert float_meta["normalization"] is None and float_meta["input_scaling"] == "per-tensor"
+
+
+def test_per_tensor_input_and_full_logit_range_convert_the_model_as_it_is(fedavg_run, tmp_path):
+    from edge_export.micro import builtin_ops
+
+    run_dir, data_dir = fedavg_run
+    out = tmp_path / "export"
+    args = [str(run_dir), "--clients", "2", "--formats", "int8", "--out", str(out)]
+    args += ["--input-scaling", "per-tensor", "--logit-range", "full"]
+    assert main(args + ["--data-dir", str(data_dir), "--no-progress"]) == 0
+    meta = json.loads((out / "client2" / "int8.json").read_text())
+    assert meta["input_scaling"] == "per-tensor" and meta["logit_range"] is None
+    assert meta["normalization"] is None
+    assert "CONCATENATION" not in builtin_ops((out / "client2" / "int8.tflite").read_bytes())
 
 
 def test_micro_c_array_compiles_and_arena_is_measured(fedavg_run, tmp_path):
@@ -107,6 +128,8 @@ def test_micro_c_array_compiles_and_arena_is_measured(fedavg_run, tmp_path):
     assert entry["tflite_runtime_loads"] is True
     source = out / "client3" / "micro_int8.cc"
     assert "alignas(16) const unsigned char client3_model[]" in source.read_text()
+    header = (out / "client3" / "micro_int8.h").read_text()
+    assert "kclient3_model_input_offset[9]" in header and "AddConcatenation()" in header
     if shutil.which("g++"):
         subprocess.run(
             ["g++", "-std=c++17", "-c", str(source), "-o", str(tmp_path / "m.o")], check=True
