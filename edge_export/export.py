@@ -20,14 +20,12 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from edge_export.convert import sparse_tensors, to_tflite
-from edge_export.input_scaling import InputScaling, fold_input_scaling
-from edge_export.logit_range import decision_logit_range, logits, with_logit_range
 from edge_export.micro import export_micro, quantize_input
+from edge_export.prepare import Prepared, device_normalization, prepare_for_format
 from edge_export.qat import quantization_aware_finetune
 from edge_export.run_models import RunModels
 from edge_export.verify import runtime_loads, verify
 from fedprune.data.partition import ClientData
-from fedprune.errors import ConfigError
 
 MICRO_FORMATS = (
     "int8",
@@ -35,18 +33,8 @@ MICRO_FORMATS = (
     "int16x8",
 )  # TFLite Micro reads neither float16 nor sparse tensors
 
-# Post-training integer formats: per-channel input scaling folded into the first layer
-# (--input-scaling) and, for the 8-bit ones, the logit range from the top-2 logits
-# (--logit-range). The -qat formats keep the ranges their fake-quant nodes learned.
-SCALED_INPUT_FORMATS = ("int8", "int8-sparse", "int16x8")
-LOGIT_RANGE_FORMATS = ("int8", "int8-sparse")
-INPUT_SCALINGS = ("per-channel", "per-tensor")
-LOGIT_RANGES = ("decision", "full")
 
-
-def _metadata(
-    run: RunModels, client_id: int, fmt: str, content: bytes, prepared: _Prepared
-) -> dict:
+def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes, prepared: Prepared) -> dict:
     interpreter = tf.lite.Interpreter(model_content=content)
     inp = interpreter.get_input_details()[0]
     out = interpreter.get_output_details()[0]
@@ -73,64 +61,13 @@ def _metadata(
             },
         },
         "labels": list(run.data.class_names),
-        "normalization": _normalization(client, prepared.scaling),
+        "normalization": device_normalization(client, prepared.scaling),
         "input_scaling": "per-channel" if prepared.scaling is not None else "per-tensor",
         "logit_range": prepared.logit_range,
         "sparsity": run.sparsity(client_id),
         "models": run.source,
         "sparse_tensors": sparse_tensors(content),
     }
-
-
-def _normalization(client: ClientData, scaling: InputScaling | None) -> dict | None:
-    """What the device applies to raw sensor values before the model (or before quantizing):
-    the run's standardization, then the per-channel input scaling, as one affine map."""
-    if scaling is None and client.mean is None:
-        return None
-    if scaling is None:
-        scaling = InputScaling(client.mean.astype(np.float32), client.std.astype(np.float32))
-    else:
-        scaling = scaling.after(client.mean, client.std)
-    return scaling.to_json()
-
-
-@dataclasses.dataclass(frozen=True)
-class _Prepared:
-    """The Keras model handed to the converter and what its input expects."""
-
-    model: tf.keras.Model
-    scaling: InputScaling | None = None  # the model takes scaling.apply(x)
-    logit_range: tuple[float, float] | None = None
-
-    def inputs(self, x: np.ndarray) -> np.ndarray:
-        return x if self.scaling is None else self.scaling.apply(x)
-
-
-def prepare_for_format(
-    model: tf.keras.Model,
-    fmt: str,
-    x_calibration: np.ndarray,
-    input_scaling: str = "per-channel",
-    logit_range: str = "decision",
-) -> _Prepared:
-    """The model to convert to ``fmt``: for post-training integer formats, with per-channel
-    input scaling folded in (:mod:`edge_export.input_scaling`) and, for int8, its logits'
-    quantization range set from the calibration windows' top-2 logits
-    (:mod:`edge_export.logit_range`). Other formats convert ``model`` as it is."""
-    if input_scaling not in INPUT_SCALINGS:
-        raise ConfigError(f"--input-scaling must be one of {INPUT_SCALINGS}, got {input_scaling!r}")
-    if logit_range not in LOGIT_RANGES:
-        raise ConfigError(f"--logit-range must be one of {LOGIT_RANGES}, got {logit_range!r}")
-    prepared = _Prepared(model)
-    if fmt in SCALED_INPUT_FORMATS and input_scaling == "per-channel":
-        scaling = InputScaling.fit(x_calibration)
-        prepared = _Prepared(fold_input_scaling(model, scaling), scaling)
-    if fmt in LOGIT_RANGE_FORMATS and logit_range == "decision":
-        lo, hi = decision_logit_range(logits(prepared.model, prepared.inputs(x_calibration)))
-        prepared = dataclasses.replace(
-            prepared, model=with_logit_range(prepared.model, lo, hi), logit_range=(lo, hi)
-        )
-    return prepared
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +125,7 @@ def export_run(
                 qat = _reference(tuned, client)
             if "-qat" in fmt:
                 aware = {"epochs": qat_epochs, "learning_rate": qat_learning_rate}
-                prepared = _Prepared(qat.model)
+                prepared = Prepared(qat.model)
                 entry = _export_one(run, client_id, fmt, prepared, qat, trained, out, aware)
             else:
                 prepared = prepare_for_format(
@@ -209,7 +146,7 @@ def _export_one(
     run: RunModels,
     client_id: int,
     fmt: str,
-    prepared: _Prepared,
+    prepared: Prepared,
     source: _Reference,
     trained: _Reference,
     out: Path,
@@ -254,7 +191,7 @@ def _export_one(
     return entry
 
 
-def _micro(out: Path, entry: dict, client: ClientData, prepared: _Prepared) -> dict:
+def _micro(out: Path, entry: dict, client: ClientData, prepared: Prepared) -> dict:
     """The TFLite Micro C array pair of an exported file, and its report fields."""
     path = out / entry["path"]
     content = path.read_bytes()
@@ -262,7 +199,7 @@ def _micro(out: Path, entry: dict, client: ClientData, prepared: _Prepared) -> d
     sample = quantize_input(content, prepared.inputs(client.x_test[:1]))
     arena = export_micro(
         content, stem, f"client{entry['client']}_model", sample,
-        _normalization(client, prepared.scaling),
+        device_normalization(client, prepared.scaling),
     )  # fmt: skip
     return {
         "micro_path": str(stem.with_suffix(".cc").relative_to(out)),

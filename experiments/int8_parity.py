@@ -1,7 +1,7 @@
 """How closely post-training int8 follows Keras, per way of preparing the model (ablation).
 
 For every client of each run and each (input scaling, logit range) setting of
-``edge_export.export.prepare_for_format``, converts the client's personal model to int8 and
+``edge_export.prepare.prepare_for_format``, converts the client's personal model to int8 and
 counts the windows whose class differs from Keras, on the test windows and on all windows
 (test + training: ~6x more, so rare flips show up), and the RMS change of the top-2 logit
 margin (log p1 - log p2 of Keras' two top classes) over near-tie windows (Keras margin < 3),
@@ -25,7 +25,7 @@ from tqdm import tqdm
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from edge_export.convert import to_tflite  # noqa: E402
-from edge_export.export import INPUT_SCALINGS, LOGIT_RANGES, prepare_for_format  # noqa: E402
+from edge_export.prepare import INPUT_SCALINGS, LOGIT_RANGES, prepare_for_format  # noqa: E402
 from edge_export.run_models import load_run  # noqa: E402
 from edge_export.verify import run_tflite  # noqa: E402
 

@@ -1,15 +1,15 @@
 """Per-channel input scaling and the decision logit range (edge_export.input_scaling,
-edge_export.logit_range, export.prepare_for_format)."""
+edge_export.logit_range, prepare.prepare_for_format)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from edge_export.convert import to_tflite
-from edge_export.export import prepare_for_format
 from edge_export.input_scaling import InputScaling, fold_input_scaling
 from edge_export.logit_range import decision_logit_range, logits, with_logit_range
 from edge_export.micro import builtin_ops
+from edge_export.prepare import prepare_for_format
 from edge_export.verify import run_tflite
 from fedprune.errors import ConfigError
 from fedprune.models.cnn1d import build_har_cnn
