@@ -1,8 +1,9 @@
 """Export each selected client's model in each format, verify it, and write the report.
 
 For every file ``<out>/client<ID>/<format>.tflite`` a ``.json`` beside it records what the device
-needs: input shape/dtype/quantization, activity labels, the normalization the device must apply
-(the client's standardization constants when the run used ``--standardize``), and the source run.
+needs: input shape/dtype/quantization, activity labels, the per-channel map the device applies
+to raw sensor values (the run's ``--standardize`` constants and, for post-training integer
+files, the input scaling of :mod:`edge_export.prepare`, as one offset/scale), and the source run.
 ``<out>/export_report.json`` and ``export_report.md`` list size, gzip size and the comparison
 with Keras on the client's test windows.
 """
