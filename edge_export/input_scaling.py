@@ -2,9 +2,10 @@
 
 A full-integer TFLite model has one scale and zero point for its whole input tensor, so the
 nine UCI-HAR channels share one int8 grid: body acceleration (std ~0.1-0.2 g) gets the same
-step (~0.02 g) as total acceleration with its ~1 g gravity offset. Measured on a CA-AFP
-personal model, rounding the input alone moved near-tie decisions (top-2 logit margin < 3) by
-0.22 logits RMS, two thirds of the whole int8 error (README: Edge export).
+step (~0.02 g) as total acceleration with its ~1 g gravity offset. Rounding the input is,
+with the logits' rounding, one of the two largest parts of the int8 error on near-tie
+windows (DEVELOPERS.md; the ablation
+``experiments/int8_parity.py`` measures what this module removes).
 
 The device can afford one multiply-add per sample and channel before quantizing, so the
 exported integer model takes ``z = (x - offset) / scale`` per channel, with each channel's

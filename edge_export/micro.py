@@ -157,7 +157,7 @@ def _normalization_c(ident: str, normalization: dict | None) -> str:
 
     n = len(normalization["offset"])
     return (
-        f"// Before quantizing, per channel c: z = (x - offset[c]) / scale[c]\n"
+        "// Before quantizing, per channel c: z = (x - offset[c]) / scale[c]\n"
         f"constexpr int k{ident}_channels = {n};\n"
         f"constexpr float k{ident}_input_offset[{n}] = {{{floats(normalization['offset'])}}};\n"
         f"constexpr float k{ident}_input_scale[{n}] = {{{floats(normalization['scale'])}}};\n\n"

@@ -51,14 +51,20 @@ def test_scaling_after_standardization_is_one_affine_map_on_raw_values():
     assert scaling.after(None, None) is scaling
 
 
-def test_folded_conv_model_equals_the_original_in_float(cnn, windows):
-    scaling = InputScaling.fit(windows)
-    folded = fold_input_scaling(cnn, scaling)
+def _fold_and_compare(model: tf.keras.Model, x: np.ndarray, atol: float) -> tf.keras.Model:
+    """Fold the scaling fitted on ``x``; the folded model on scaled ``x`` equals ``model``."""
+    scaling = InputScaling.fit(x)
+    folded = fold_input_scaling(model, scaling)
     np.testing.assert_allclose(
-        folded.predict(scaling.apply(windows), verbose=0, batch_size=1),
-        cnn.predict(windows, verbose=0),
-        atol=1e-6,
+        folded.predict(scaling.apply(x), verbose=0, batch_size=1),
+        model.predict(x, verbose=0),
+        atol=atol,
     )
+    return folded
+
+
+def test_folded_conv_model_equals_the_original_in_float(cnn, windows):
+    folded = _fold_and_compare(cnn, windows, atol=1e-6)
     # 'same' padding with the channel's zero, not z = 0: the border steps depend on it
     assert [layer.name for layer in folded.layers[1:3]] == ["pad_scaled", "conv1_scaled"]
 
@@ -67,13 +73,7 @@ def test_folded_dense_model_equals_the_original():
     inputs = tf.keras.Input((4,))
     model = tf.keras.Model(inputs, tf.keras.layers.Dense(3, activation="relu")(inputs))
     x = np.random.default_rng(2).normal(size=(10, 4)).astype(np.float32) * [1, 5, 0.1, 2] + 3
-    scaling = InputScaling.fit(x)
-    folded = fold_input_scaling(model, scaling)
-    np.testing.assert_allclose(
-        folded.predict(scaling.apply(x), verbose=0, batch_size=1),
-        model.predict(x, verbose=0),
-        atol=1e-5,
-    )
+    _fold_and_compare(model, x, atol=1e-5)
 
 
 def test_folding_refuses_a_first_layer_it_cannot_fold():
