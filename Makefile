@@ -8,7 +8,7 @@ SHARED_DATA := $(abspath ../shared/data)
 export FEDPRUNE_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast lint format bench reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick clean
+.PHONY: help install test test-fast test-stacked lint format bench reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick clean
 
 help: ## show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-24s %s\n", $$1, $$2}'
@@ -38,10 +38,13 @@ format: install ## apply ruff's fixes and formatting
 test: lint ## lint, then all tests (real-data tests run when the data is found)
 	$(BIN)/pytest -q
 
+test-stacked: install ## stacked-training tests only (.ci/run: again with TF_ENABLE_ONEDNN_OPTS=1)
+	$(BIN)/pytest -q tests/engine/test_stacked.py
+
 test-fast: install ## unit tests only (no TFF computations, no real data)
 	$(BIN)/pytest -q -m "not slow and not real_data"
 
-bench: install ## time TFF rounds and stacked fine-tuning against Keras fit on real UCI-HAR
+bench: install ## time TFF rounds, and fine-tuning (stacked vs Keras fit) with oneDNN off and on
 	$(BIN)/python experiments/bench_round.py
 	$(BIN)/python experiments/bench_finetune.py
 

@@ -1,36 +1,47 @@
-"""Benchmark: Phase-4 fine-tuning of every client, stacked against one Keras ``fit`` per client.
+"""Benchmark: Phase-4 fine-tuning of every client, stacked against one Keras ``fit`` per client,
+with TensorFlow's oneDNN kernels off and on.
 
-Both train every client's copy of the CNN from the same start under the same 70 % masks (Adam
-1e-3, batch 32, E epochs, masks re-applied after every step) and evaluate it on the client's
-test windows: ``fedprune.finetune.finetune_all`` trains all clients as one stacked computation
-(``fedprune.engine.stacked``), the reference compiles one masked Keras model and calls ``fit``
-client after client (what fedprune did before). Reports windows/s and the mean accuracies
-(they differ only through the random shuffling and dropout streams).
+Every variant trains every client's copy of the CNN from the same start under the same 70 %
+masks (Adam 1e-3, batch 32, E epochs, masks re-applied after every step) and evaluates it on
+the client's test windows:
 
-    make bench                                   # real UCI-HAR, 30 clients, E = 5
-    python experiments/bench_finetune.py --dataset wisdm --epochs 25
+* ``stacked grouped`` / ``stacked per-client``: ``fedprune.finetune.finetune_all``, all clients
+  as one stacked computation (``fedprune.engine.stacked``) with either convolution formulation;
+  ``grouped`` needs oneDNN (its gradient has no other CPU kernel) and is listed as "not
+  available" where it does not run;
+* ``Keras fit per client``: one masked Keras model, compiled and fitted client after client.
+
+oneDNN can only be chosen before TensorFlow is imported, so each setting
+(``TF_ENABLE_ONEDNN_OPTS=0`` and ``=1``) runs in its own child process; the table marks the
+formulation fedprune picks by default in each setting. Accuracies differ only through the
+random shuffling and dropout streams.
+
+    make bench                                   # real UCI-HAR, 30 clients, E = 25, both settings
+    python experiments/bench_finetune.py --dataset wisdm --epochs 5 --onednn 0
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from fedprune.data.registry import load_federated  # noqa: E402
-from fedprune.finetune import finetune_all  # noqa: E402
-from fedprune.metrics import accuracy  # noqa: E402
-from fedprune.models.cnn1d import build_har_cnn  # noqa: E402
-from fedprune.sparsity import masks as M  # noqa: E402
+SETTINGS = ("0", "1")
+VARIANTS = ("stacked grouped", "stacked per-client", "Keras fit per client")
 
 
 def keras_per_client(data, start, masks, epochs: int) -> list[float]:  # noqa: ANN001
     """One masked Keras model, compiled and fitted once per client."""
+    import tensorflow as tf
+
+    from fedprune.metrics import accuracy
+    from fedprune.models.cnn1d import build_har_cnn
+
     model = build_har_cnn(data.input_shape, data.num_classes, seed=0, masked=True)
     kernels = [layer for layer in model.layers if hasattr(layer, "kernel")]
     accs = []
@@ -44,14 +55,17 @@ def keras_per_client(data, start, masks, epochs: int) -> list[float]:  # noqa: A
     return accs
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default="uci_har", choices=("uci_har", "wisdm"))
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--data-dir", default=None)
-    args = parser.parse_args()
+def measure(dataset: str, epochs: int, data_dir: str | None) -> dict:
+    """Every variant that runs in this process: {variant: [seconds, windows/s, accuracy]}."""
+    import numpy as np
 
-    data = load_federated(args.dataset, seed=0, data_dir=args.data_dir)
+    from fedprune.data.registry import load_federated
+    from fedprune.engine.stacked import default_conv_formulation, grouped_conv_gradient_available
+    from fedprune.finetune import finetune_all
+    from fedprune.models.cnn1d import build_har_cnn
+    from fedprune.sparsity import masks as M
+
+    data = load_federated(dataset, seed=0, data_dir=data_dir)
     weights = build_har_cnn(data.input_shape, data.num_classes, seed=0).get_weights()
     rng = np.random.default_rng(0)
     kernels = [w for w in weights if w.ndim > 1]
@@ -60,32 +74,75 @@ def main() -> None:
     it = iter(masks)
     start = [w * next(it) if w.ndim > 1 else w for w in weights]
     ids = [c.client_id for c in data.clients]
-    windows = sum(c.num_train for c in data.clients) * args.epochs
+    windows = sum(c.num_train for c in data.clients) * epochs
 
+    results: dict[str, list[float] | None] = {}
+    for conv in ("grouped", "per-client"):
+        if conv == "grouped" and not grouped_conv_gradient_available():
+            results[f"stacked {conv}"] = None
+            continue
+        t0 = time.perf_counter()
+        out = finetune_all(
+            data.input_shape,
+            data.num_classes,
+            data.clients,
+            {i: start for i in ids},
+            {i: masks for i in ids},
+            [epochs],
+            seed=0,
+            conv=conv,
+        )
+        seconds = time.perf_counter() - t0
+        acc = float(np.mean([a for a, _ in out[epochs].values()]))
+        results[f"stacked {conv}"] = [seconds, windows / seconds, acc]
     t0 = time.perf_counter()
-    stacked = finetune_all(
-        data.input_shape,
-        data.num_classes,
-        data.clients,
-        {i: start for i in ids},
-        {i: masks for i in ids},
-        [args.epochs],
-        seed=0,
-    )
-    stacked_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    reference = keras_per_client(data, start, masks, args.epochs)
-    keras_s = time.perf_counter() - t0
+    acc = float(np.mean(keras_per_client(data, start, masks, epochs)))
+    seconds = time.perf_counter() - t0
+    results["Keras fit per client"] = [seconds, windows / seconds, acc]
+    return {
+        "clients": len(ids),
+        "windows": windows,
+        "default": f"stacked {default_conv_formulation()}",
+        "results": results,
+    }
 
-    stacked_acc = np.mean([acc for acc, _ in stacked[args.epochs].values()])
-    print(
-        f"{args.dataset}: {len(ids)} clients x {args.epochs} epochs, {windows} windows "
-        f"(70 % masks, batch 32)"
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="uci_har", choices=("uci_har", "wisdm"))
+    parser.add_argument("--epochs", type=int, default=25, help="fine-tuning epochs (25)")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument(
+        "--onednn",
+        choices=("both",) + SETTINGS,
+        default="both",
+        help="TF_ENABLE_ONEDNN_OPTS settings to measure, each in a child process (both)",
     )
-    print(f"  Keras fit per client  {keras_s:6.1f} s  {windows / keras_s:7.0f} windows/s")
-    print(f"  stacked (fedprune)    {stacked_s:6.1f} s  {windows / stacked_s:7.0f} windows/s")
-    print(f"  speed-up              {keras_s / stacked_s:6.2f}x")
-    print(f"  mean test accuracy    Keras {np.mean(reference):.4f}  stacked {stacked_acc:.4f}")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:  # measures in this process, whose environment the parent set
+        print(json.dumps(measure(args.dataset, args.epochs, args.data_dir)))
+        return
+
+    settings = SETTINGS if args.onednn == "both" else (args.onednn,)
+    print(f"{args.dataset}: fine-tuning every client {args.epochs} epochs (70 % masks, batch 32)")
+    print(f"  {'TF_ENABLE_ONEDNN_OPTS':<22}{'variant':<22}{'seconds':>8}{'windows/s':>11}  acc")
+    for setting in settings:
+        command = [sys.executable, __file__, "--child", "--dataset", args.dataset]
+        command += ["--epochs", str(args.epochs)]
+        if args.data_dir:
+            command += ["--data-dir", args.data_dir]
+        env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting)
+        child = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=True)
+        report = json.loads(child.stdout.strip().splitlines()[-1])
+        for variant in VARIANTS:
+            row = report["results"][variant]
+            mark = " (default)" if variant == report["default"] else ""
+            if row is None:
+                print(f"  {setting:<22}{variant:<22}{'not available here':>19}")
+                continue
+            seconds, rate, acc = row
+            print(f"  {setting:<22}{variant:<22}{seconds:8.1f}{rate:11.0f}  {acc:.4f}{mark}")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ def finetune_all(
     batch_size: int = 32,
     learning_rate: float = 1e-3,
     progress: object | None = None,
+    conv: str = "auto",
 ) -> dict[int, dict[int, tuple[float, list[np.ndarray]]]]:
     """{E: {client id: (test accuracy, weights)}} after E epochs, for each E in ``epochs``.
 
@@ -40,7 +41,8 @@ def finetune_all(
     and ``kernel_masks[id]`` re-applied after every step, its own shuffling and dropout seeds
     (drawn from ``[seed, id]``). All clients train at once as one stacked computation
     (:mod:`fedprune.engine.stacked`; per client the same as Keras ``fit``). ``progress``
-    (a tqdm bar) advances once per epoch.
+    (a tqdm bar) advances once per epoch; ``conv`` picks the stacked convolution's
+    formulation (:class:`~fedprune.engine.stacked.StackedModel`).
     """
     ids = [client.client_id for client in clients]
     seeds = [int(np.random.default_rng([seed, cid]).integers(2**31 - 1)) for cid in ids]
@@ -50,6 +52,7 @@ def finetune_all(
         [kernel_masks[cid] for cid in ids],
         seeds,
         learning_rate,
+        conv,
     )
     shuffles = [np.random.default_rng(s) for s in seeds]
     out: dict[int, dict[int, tuple[float, list[np.ndarray]]]] = {}

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from fedprune.data.partition import ClientData
-from fedprune.engine.stacked import StackedModel, plan_of, predict_each
+from fedprune.engine.stacked import (
+    StackedModel,
+    grouped_conv_gradient_available,
+    plan_of,
+    predict_each,
+)
 from fedprune.finetune import finetune_all
 from fedprune.models.cnn1d import build_har_cnn
 
 SHAPE = (16, 3)
+NEEDS_GROUPED = pytest.mark.skipif(
+    not grouped_conv_gradient_available(),
+    reason="grouped-convolution gradients need TensorFlow's oneDNN kernels "
+    "(TF_ENABLE_ONEDNN_OPTS=1); .ci/run runs these tests a second time with it on",
+)
+FORMULATIONS = [pytest.param("grouped", marks=NEEDS_GROUPED), "per-client"]
 
 
 def _client_weights(k: int) -> list[list[np.ndarray]]:
@@ -23,9 +39,10 @@ def _masks(weights: list[np.ndarray], seed: int) -> list[np.ndarray]:
     return [(rng.random(w.shape) > 0.6).astype(np.float32) for w in weights if w.ndim > 1]
 
 
-def test_forward_equals_keras_per_client():
+@pytest.mark.parametrize("conv", FORMULATIONS)
+def test_forward_equals_keras_per_client(conv):
     weights = _client_weights(3)
-    stack = StackedModel(build_har_cnn(SHAPE, 4), weights)
+    stack = StackedModel(build_har_cnn(SHAPE, 4), weights, conv=conv)
     x = np.random.default_rng(0).normal(size=(3, 7, *SHAPE)).astype(np.float32)
     probs = stack.predict(x)
     model = build_har_cnn(SHAPE, 4)
@@ -34,7 +51,8 @@ def test_forward_equals_keras_per_client():
         np.testing.assert_allclose(probs[c], model(x[c]).numpy(), atol=1e-5)
 
 
-def test_training_equals_keras_fit_without_dropout_and_shuffle():
+@pytest.mark.parametrize("conv", FORMULATIONS)
+def test_training_equals_keras_fit_without_dropout_and_shuffle(conv):
     """Two clients of different sizes (the smaller sits steps out), masked kernels, 2 epochs."""
     weights, sizes = _client_weights(2), (13, 21)
     masks = [_masks(w, c) for c, w in enumerate(weights)]
@@ -48,7 +66,9 @@ def test_training_equals_keras_fit_without_dropout_and_shuffle():
                 layer.rate = 0.0
         return model
 
-    stack = StackedModel(no_dropout(build_har_cnn(SHAPE, 4)), weights, masks, learning_rate=0.01)
+    stack = StackedModel(
+        no_dropout(build_har_cnn(SHAPE, 4)), weights, masks, learning_rate=0.01, conv=conv
+    )
     stack.fit_epochs(xs, ys, epochs=2, batch_size=8, shuffle_rngs=None)
     for c in range(2):
         model = no_dropout(build_har_cnn(SHAPE, 4, masked=True))
@@ -97,6 +117,62 @@ def test_masked_weights_stay_zero_and_dropout_is_per_client():
     alone = train([0])
     for got, want in zip(alone.client_weights(0), three.client_weights(0)):
         np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def _train_three_clients(conv: str) -> list[list[np.ndarray]]:
+    """Three clients, masks, dropout and shuffling, 2 epochs: every client's final weights."""
+    weights = _client_weights(3)
+    masks = [_masks(w, c) for c, w in enumerate(weights)]
+    rng = np.random.default_rng(4)
+    xs = [rng.normal(size=(n, *SHAPE)).astype(np.float32) for n in (7, 12, 19)]
+    ys = [rng.integers(0, 4, len(x)) for x in xs]
+    stack = StackedModel(build_har_cnn(SHAPE, 4), weights, masks, [3, 4, 5], conv=conv)
+    shuffles = [np.random.default_rng(s) for s in (3, 4, 5)]
+    stack.fit_epochs(xs, ys, 2, 4, shuffles)
+    return [stack.client_weights(c) for c in range(3)]
+
+
+@NEEDS_GROUPED
+def test_grouped_and_per_client_convolutions_train_the_same():
+    for a, b in zip(_train_three_clients("grouped"), _train_three_clients("per-client")):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, atol=2e-5)
+
+
+_ONEDNN_RUN = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from engine.test_stacked import _train_three_clients
+from fedprune.engine.stacked import default_conv_formulation
+weights = _train_three_clients("auto")
+print(json.dumps([default_conv_formulation(), [[w.tolist() for w in c] for c in weights]]))
+"""
+
+
+@pytest.mark.slow
+def test_same_result_with_onednn_on_and_off():
+    """Two fresh processes, TF_ENABLE_ONEDNN_OPTS=0 and =1, each with its default formulation."""
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = {}
+    for setting in ("0", "1"):
+        env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting, TF_CPP_MIN_LOG_LEVEL="3")
+        out = subprocess.run(
+            [sys.executable, "-c", _ONEDNN_RUN.format(tests=tests)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        results[setting] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert results["0"][0] == "per-client"  # no grouped gradient without oneDNN, on any CPU
+    for a, b in zip(results["0"][1], results["1"][1]):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(np.array(x), np.array(y), atol=2e-5)
+
+
+def test_unknown_formulation_is_refused():
+    with pytest.raises(ValueError, match="'im2col'"):
+        StackedModel(build_har_cnn(SHAPE, 4), _client_weights(1), conv="im2col")
 
 
 def test_wrong_number_of_masks_is_refused():
