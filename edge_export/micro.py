@@ -152,8 +152,12 @@ def _normalization_c(ident: str, normalization: dict | None) -> str:
     if normalization is None:
         return ""
 
+    def literal(v: float) -> str:  # "2f" is not a C++ float literal; "2.0f" is
+        text = f"{v:.9g}"
+        return (text if any(c in text for c in ".e") else text + ".0") + "f"
+
     def floats(values: list[float]) -> str:
-        return ", ".join(f"{v:.9g}f" for v in values)
+        return ", ".join(literal(v) for v in values)
 
     n = len(normalization["offset"])
     return (

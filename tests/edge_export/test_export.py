@@ -1,10 +1,13 @@
 import json
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
 
 from edge_export.cli import main
 from edge_export.convert import FORMATS
+from edge_export.micro import MicroExport, write_c_array
 from fedprune.data.registry import load_federated
 from fedprune.models.cnn1d import build_har_cnn
 from fedprune.runs import RunDir
@@ -99,10 +102,7 @@ def test_per_tensor_input_and_full_logit_range_convert_the_model_as_it_is(fedavg
     assert "CONCATENATION" not in builtin_ops((out / "client2" / "int8.tflite").read_bytes())
 
 
-def test_micro_c_array_compiles_and_arena_is_measured(fedavg_run, tmp_path):
-    import shutil
-    import subprocess
-
+def test_micro_c_array_and_measured_arena(fedavg_run, tmp_path):
     run_dir, data_dir = fedavg_run
     out = tmp_path / "export"
     rc = main(
@@ -130,10 +130,27 @@ def test_micro_c_array_compiles_and_arena_is_measured(fedavg_run, tmp_path):
     assert "alignas(16) const unsigned char client3_model[]" in source.read_text()
     header = (out / "client3" / "micro_int8.h").read_text()
     assert "kclient3_model_input_offset[9]" in header and "AddConcatenation()" in header
-    if shutil.which("g++"):
-        subprocess.run(
-            ["g++", "-std=c++17", "-c", str(source), "-o", str(tmp_path / "m.o")], check=True
-        )
+
+
+@pytest.mark.skipif(
+    shutil.which("g++") is None,
+    reason="no g++ on this machine: install a C++17 compiler to check the micro C arrays compile",
+)
+def test_micro_c_array_compiles_with_gxx(tmp_path):
+    """The generated header and source (model array, arena size, normalization constants)
+    are valid C++17: compiled, and the object file defines the model symbols."""
+    normalization = {"offset": [0.5, -1.0, 0.0], "scale": [2.0, 1.0, 0.25], "apply": "x"}
+    arena = MicroExport(ops=["CONV_2D", "SOFTMAX"], arena_bytes=20_000, arena_measured=True)
+    header, source = write_c_array(
+        bytes(range(40)), tmp_path / "m", "client 7", ["CONV_2D", "SOFTMAX"], arena, normalization
+    )
+    subprocess.run(
+        ["g++", "-std=c++17", "-c", str(source), "-o", str(tmp_path / "m.o")], check=True
+    )
+    symbols = subprocess.run(
+        ["nm", "-C", str(tmp_path / "m.o")], capture_output=True, text=True, check=True
+    ).stdout
+    assert "client_7_len" in symbols and "client_7" in symbols
 
 
 def test_micro_array_of_the_quantization_aware_model(fedavg_run, tmp_path):
