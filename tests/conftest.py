@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -150,6 +151,26 @@ def fixture_data_dir(tmp_path) -> Path:
     file (3 users, 6 malformed lines)."""
     (tmp_path / "uci_har").mkdir()
     write_uci_har(tmp_path / "uci_har", *har_arrays(6, subjects=tuple(range(1, 7))), as_zip=True)
+    (tmp_path / "wisdm").mkdir()
+    (tmp_path / "wisdm" / wisdm.RAW_NAME).write_text(wisdm_text())
+    return tmp_path
+
+
+def damage_zip_member(path: Path, member: str) -> None:
+    """Flip one byte in the middle of ``member``'s stored data in the zip ``path``, so that
+    reading it fails its CRC-32 check (or its decompression) while the archive still opens."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+    raw = bytearray(path.read_bytes())
+    start = info.header_offset
+    name_len, extra_len = struct.unpack("<HH", raw[start + 26 : start + 30])
+    raw[start + 30 + name_len + extra_len + info.compress_size // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+@pytest.fixture
+def wisdm_data_dir(tmp_path) -> Path:
+    """A data dir with only the WISDM raw file of :func:`fixture_data_dir` (cheaper to build)."""
     (tmp_path / "wisdm").mkdir()
     (tmp_path / "wisdm" / wisdm.RAW_NAME).write_text(wisdm_text())
     return tmp_path

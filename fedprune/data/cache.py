@@ -4,6 +4,14 @@ Parsing the text files takes seconds; loading the cache takes milliseconds. The 
 source file's resolved path, size and modification time, the reader's parameters and
 :data:`FORMAT`, so a changed file or parameter never returns stale arrays. Files are loaded
 with ``allow_pickle=False``.
+
+An entry is trusted only after :func:`load` has checked everything it holds (see
+:func:`check_arrays`): a truncated or damaged file (a full disk, a killed process, a bad CRC)
+must not break every later command, nor feed NaN or misshapen arrays to training. An entry
+that fails is deleted and reported in one ``fedprune: note:`` line on stderr, and the caller
+re-parses the source, which always holds the same information; so a bad entry costs one
+re-parse and is never an error. Entries are written to a unique temporary file and renamed
+into place, so concurrent runs (``--jobs``) never read or write half an entry.
 """
 
 from __future__ import annotations
@@ -11,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +28,9 @@ import numpy as np
 from fedprune.data.windows import WindowedDataset
 
 ENV_CACHE_DIR = "FEDPRUNE_CACHE_DIR"
-FORMAT = 1  # bump when the readers' output changes
+FORMAT = 1  # bump when the readers' output or the stored layout changes
+
+KEYS = ("x", "y", "subject", "class_names", "channel_names", "name", "note")
 
 
 def cache_dir() -> Path:
@@ -40,37 +52,120 @@ def cache_key(source: Path, params: dict) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def _arrays(data: WindowedDataset, note: str) -> dict[str, np.ndarray]:
+    return {
+        "x": data.x,
+        "y": data.y,
+        "subject": data.subject,
+        "class_names": np.array(data.class_names),
+        "channel_names": np.array(data.channel_names),
+        "name": np.array(data.name),
+        "note": np.array(note),
+    }
+
+
+def check_arrays(arrays: dict[str, np.ndarray], name: str | None = None) -> str | None:
+    """Why ``arrays`` (the :data:`KEYS` of an entry) are not a valid dataset, or ``None``.
+
+    The rule is what every reader guarantees: x float32 (N, T, C) with N >= 1 and every value
+    finite; y and subject integer (N,); y in ``[0, len(class_names))``; C channel names;
+    ``name`` (and ``note``) a string, ``name`` equal to the expected dataset if given.
+    """
+    missing = [k for k in KEYS if k not in arrays]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    x, y, subject = arrays["x"], arrays["y"], arrays["subject"]
+    classes, channels = arrays["class_names"], arrays["channel_names"]
+    for key in ("name", "note"):
+        if arrays[key].ndim != 0 or arrays[key].dtype.kind != "U":
+            return f"{key} is not a string"
+    if name is not None and str(arrays["name"]) != name:
+        return f"holds dataset {str(arrays['name'])!r}, not {name!r}"
+    for key, names in (("class_names", classes), ("channel_names", channels)):
+        if names.ndim != 1 or names.dtype.kind != "U" or len(names) == 0:
+            return f"{key} is not a list of names"
+    if x.dtype != np.float32 or x.ndim != 3 or len(x) == 0:
+        return f"x is {x.dtype} {x.shape}, not non-empty float32 (N, T, C)"
+    if x.shape[2] != len(channels):
+        return f"x has {x.shape[2]} channels but {len(channels)} channel names"
+    for key, a in (("y", y), ("subject", subject)):
+        if a.dtype.kind not in "iu" or a.ndim != 1 or len(a) != len(x):
+            return f"{key} is {a.dtype} {a.shape}, not integer ({len(x)},)"
+    if y.min() < 0 or y.max() >= len(classes):
+        return f"labels outside 0-{len(classes) - 1}"
+    finite = np.isfinite(x)
+    if not finite.all():
+        return f"x has {int(x.size - np.count_nonzero(finite))} non-finite values"
+    return None
+
+
 def save(path: Path, data: WindowedDataset, note: str) -> None:
-    """Write ``data`` (and a one-line ``note``, e.g. a parse report) atomically."""
+    """Write ``data`` (and a one-line ``note``, e.g. a parse report) atomically.
+
+    The temporary file has a unique name, so two processes saving the same entry at once each
+    rename a complete file into place. Data that :func:`check_arrays` would refuse is a reader
+    bug and raises ``ValueError`` rather than being cached (and rebuilt at every load).
+    """
+    arrays = _arrays(data, note)
+    problem = check_arrays(arrays, data.name)
+    if problem is not None:
+        raise ValueError(f"refusing to cache invalid {data.name} windows: {problem}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(
-        tmp,
-        x=data.x,
-        y=data.y,
-        subject=data.subject,
-        class_names=np.array(data.class_names),
-        channel_names=np.array(data.channel_names),
-        name=np.array(data.name),
-        note=np.array(note),
-    )
-    tmp.replace(path)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp.npz")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-def load(path: Path) -> tuple[WindowedDataset, str] | None:
-    """The cached dataset and note, or ``None`` if absent or unreadable."""
+def load(path: Path, name: str | None = None) -> tuple[WindowedDataset, str] | None:
+    """The cached dataset and note; ``None`` if absent, or if unreadable or invalid.
+
+    An entry that cannot be read (truncated, bad CRC, not an npz, pickled objects) or whose
+    arrays fail :func:`check_arrays` (for dataset ``name`` if given) is deleted, and one line
+    ``fedprune: note: cache entry <path> was unreadable (<reason>); rebuilding it`` goes to
+    stderr; the caller then rebuilds it from the source. Every exception counts as unreadable
+    here, on purpose: damaged zip and npy data surface as many exception types, and an entry
+    is only ever a copy of what the source gives, so dropping it is always safe.
+    """
     if not path.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
-            data = WindowedDataset(
-                name=str(z["name"]),
-                x=z["x"],
-                y=z["y"],
-                subject=z["subject"],
-                class_names=tuple(str(c) for c in z["class_names"]),
-                channel_names=tuple(str(c) for c in z["channel_names"]),
-            )
-            return data, str(z["note"])
-    except (OSError, ValueError, KeyError):
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive")
+        with loaded as z:
+            arrays = {k: z[k] for k in KEYS if k in z.files}
+        problem = check_arrays(arrays, name)
+        if problem is not None:
+            raise ValueError(problem)
+        data = WindowedDataset(
+            name=str(arrays["name"]),
+            x=arrays["x"],
+            y=arrays["y"],
+            subject=arrays["subject"],
+            class_names=tuple(str(c) for c in arrays["class_names"]),
+            channel_names=tuple(str(c) for c in arrays["channel_names"]),
+        )
+        return data, str(arrays["note"])
+    except Exception as err:  # noqa: BLE001 - see the docstring
+        _discard(path, err)
         return None
+
+
+def _discard(path: Path, err: BaseException) -> None:
+    reason = " ".join(str(err).split()) or type(err).__name__
+    if len(reason) > 200:
+        reason = reason[:197] + "..."
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # rebuilding rewrites it; if that fails too, the registry says so
+    print(
+        f"fedprune: note: cache entry {path} was unreadable ({reason}); rebuilding it",
+        file=sys.stderr,
+    )

@@ -15,9 +15,15 @@ Every file of a dataset is located (or downloaded, sha256-checked) on its own th
   transposed relative to MNIST (NIST wrote them column by column); :func:`load_images` returns
   them transposed back, so every dataset here has MNIST's orientation.
 
-The sha256 of the MNIST, Fashion-MNIST and KMNIST files are those of the official files;
-where none is known (KMNIST train images, EMNIST's ``gzip.zip``) the first download's digest
-is recorded and enforced afterwards (see :class:`fedprune.data.sources.Download`).
+The sha256 of the MNIST, Fashion-MNIST and KMNIST files are those of the official files
+(the same as ``shared/data/manifest.json`` gives for them); where none is known (KMNIST train
+images, EMNIST's ``gzip.zip``) the first download's digest is recorded and enforced at every
+later use (see :mod:`fedprune.data.sources`).
+
+The official files are uint8 images and labels, and :func:`load_images` accepts nothing else.
+The generic readers :func:`parse_idx` / :func:`read_idx` and :func:`read_npz_array` accept the
+other numeric dtypes the formats allow, but refuse a floating-point array holding ``nan`` or
+``inf``: no image or label is non-finite, and such a value is always corruption.
 """
 
 from __future__ import annotations
@@ -180,7 +186,20 @@ def parse_idx(raw: bytes, where: str) -> np.ndarray:
             f"{where}: idx payload {what}: {payload} bytes, dims {list(dims)} need {expected}"
         )
     array = np.frombuffer(raw, dtype=dtype, offset=header).reshape(dims)
-    return array.astype(dtype.newbyteorder("="), copy=True)
+    return _require_finite(array.astype(dtype.newbyteorder("="), copy=True), where)
+
+
+def _require_finite(array: np.ndarray, where: str) -> np.ndarray:
+    """``array``, unless it is floating point with a nan or inf (one DataError naming it)."""
+    if array.dtype.kind in "fc":
+        finite = np.isfinite(array)
+        if not finite.all():
+            count = int(array.size - np.count_nonzero(finite))
+            raise DataError(
+                f"{where}: {count} non-finite value{'s' if count > 1 else ''} (nan/inf) in a "
+                f"{array.dtype} array; the file is corrupt or not the official one"
+            )
+    return array
 
 
 def _gunzip_if_needed(raw: bytes, where: str) -> bytes:
@@ -215,21 +234,34 @@ def read_npz_array(path: str | os.PathLike, key: str = "arr_0") -> np.ndarray:
     Raises
     ------
     DataError
-        If the file is missing, corrupt, holds object arrays or lacks ``key``.
+        If the file is missing, corrupt, holds object arrays, lacks ``key``, or ``key`` is a
+        floating-point array with a nan or inf.
     """
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise DataError(f"{path}: not a readable npz file (a single .npy array, not an npz)")
+        with archive:
             if key not in archive.files:
                 raise DataError(
                     f"{path}: no array {key!r} in the npz (it has: "
                     f"{', '.join(archive.files) or 'nothing'})"
                 )
-            return archive[key]
+            array = archive[key]
     except DataError:
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        zipfile.BadZipFile,
+        zlib.error,
+        NotImplementedError,
+        RuntimeError,
+    ) as err:
         raise DataError(f"{path}: not a readable npz file ({err})") from None
+    return _require_finite(array, str(path))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -275,10 +307,16 @@ def _read_member_idx(archive: Path, member: str) -> np.ndarray:
                     f"{archive}: no member {member!r}; expected NIST's EMNIST gzip.zip "
                     f"({_EMNIST_URL})"
                 )
-            raw = zf.read(member)
+            try:
+                raw = zf.read(member)
+            except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as err:
+                raise DataError(
+                    f"{archive}: member {member!r} cannot be read ({err}); the archive is "
+                    f"corrupt: download it again from {_EMNIST_URL}"
+                ) from None
     except DataError:
         raise
-    except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError, ValueError) as err:
         raise DataError(f"{archive}: not a readable zip ({err})") from None
     return parse_idx(_gunzip_if_needed(raw, where), where)
 
@@ -338,7 +376,7 @@ def load_images(
         count mismatch, or images that are not 28x28 uint8.
     """
     _check_name_split(name, split)
-    root = sources.resolve_data_dir(data_dir)
+    root = sources.require_data_dir(data_dir)
     names = file_names(name, split)
     paths = {role: _locate(name, split, role, root, download) for role in ("images", "labels")}
     x = _read_file(name, paths["images"], names["images"])

@@ -41,19 +41,26 @@ def load_windows(
     """The windows of dataset ``name`` read from its official files (cached as ``.npz``).
 
     The parse note (e.g. how many malformed WISDM records were skipped) is printed to stderr
-    every time, from the cache too, so it is never hidden.
+    every time, from the cache too, so it is never hidden. A cache entry that is unreadable or
+    invalid is dropped with one note by :func:`fedprune.data.cache.load`, and the source is
+    parsed again and the entry rewritten; a cache that cannot be written is a note, not an
+    error, since the data itself was read.
     """
     source_path = sources.locate(name, data_dir, download=download)
     reader = READERS[name]
     cache_path = cache.cache_dir() / f"{name}-{cache.cache_key(source_path, {})}.npz"
-    hit = cache.load(cache_path) if use_cache else None
+    hit = cache.load(cache_path, name) if use_cache else None
     if hit is None:
         data, note = reader(source_path)
         if use_cache:
             try:
                 cache.save(cache_path, data, note)
             except OSError as err:
-                print(f"note: cannot write cache {cache_path} ({err})", file=sys.stderr)
+                print(
+                    f"fedprune: note: cannot write cache entry {cache_path} ({err}); "
+                    "continuing without it",
+                    file=sys.stderr,
+                )
     else:
         data, note = hit
     if verbose:

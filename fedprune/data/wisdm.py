@@ -6,8 +6,18 @@ well-formed record is kept, every malformed one is counted and reported with its
 and nothing is repaired or invented. Windows of 200 samples with step 100 (50 % overlap) are
 cut inside each contiguous run of one (user, activity), in file order.
 
+A record whose x, y or z is not finite *as float32* (``nan``, ``inf``, or a number such as
+``1e39`` that overflows float32, the dtype the windows are stored in) is malformed like any
+other: skipped and reported, never clipped.
+
 Accepted inputs: ``WISDM_ar_v1.1_raw.txt``, the same gzipped, or the lab's official
-``WISDM_ar_latest.tar.gz`` (which contains it).
+``WISDM_ar_latest.tar.gz`` (which contains it). A compressed file that cannot be decompressed
+(truncated, bad CRC) is one :class:`~fedprune.errors.DataError` naming it and the official
+URL. In the tar, every member must be a regular file or a folder with a relative path inside
+the archive: a link (symbolic or hard), device or fifo member, or a name that is absolute or
+climbs out with ``..``, is refused by name, since the official archive has none and such a
+member would let the archive choose which bytes are read (or, once extracted, where they
+go). Exactly one member must be named ``WISDM_ar_v1.1_raw.txt``.
 """
 
 from __future__ import annotations
@@ -16,10 +26,12 @@ import dataclasses
 import gzip
 import math
 import tarfile
-from pathlib import Path
+import zlib
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from fedprune.data import sources
 from fedprune.data.windows import WindowedDataset
 from fedprune.errors import DataError
 
@@ -59,24 +71,80 @@ class RawRecords:
     xyz: np.ndarray  # float32 (n, 3)
 
 
+def _download_hint() -> str:
+    source = sources.SOURCES["wisdm"]
+    return f"download it again from {source.download.url} (see {source.homepage})"
+
+
+def _check_member(path: Path, member: tarfile.TarInfo) -> None:
+    """Refuse a tar member that is not a plain file or folder at a relative path."""
+    kind = None
+    if member.issym():
+        kind = f"a symbolic link (to {member.linkname!r})"
+    elif member.islnk():
+        kind = f"a hard link (to {member.linkname!r})"
+    elif not (member.isreg() or member.isdir()):
+        kind = "a device, fifo or other special file"
+    else:
+        name = PurePosixPath(member.name)
+        if name.is_absolute() or ".." in name.parts:
+            kind = "a path outside the archive"
+    if kind is not None:
+        raise DataError(
+            f"{path}: member {member.name!r} is {kind}; the official archive holds only plain "
+            f"files and folders, so this one is refused: {_download_hint()}"
+        )
+
+
+def _read_tar(path: Path) -> bytes:
+    with tarfile.open(path, "r:gz") as tar:
+        members = tar.getmembers()
+        for member in members:
+            _check_member(path, member)
+        raw = [m for m in members if PurePosixPath(m.name).name == RAW_NAME and m.isreg()]
+        if not raw:
+            raise DataError(f"{path}: the archive has no {RAW_NAME}")
+        if len(raw) > 1:
+            names = ", ".join(repr(m.name) for m in raw)
+            raise DataError(f"{path}: the archive has {len(raw)} members {RAW_NAME} ({names})")
+        handle = tar.extractfile(raw[0])
+        if handle is None:  # not for a regular member; kept so nothing reads None
+            raise DataError(f"{path}: member {raw[0].name!r} has no data")
+        return handle.read()
+
+
 def read_text(path: str | Path) -> str:
-    """The raw file's text from ``.txt``, ``.txt.gz`` or the official ``.tar.gz``."""
+    """The raw file's text from ``.txt``, ``.txt.gz`` or the official ``.tar.gz``.
+
+    Raises
+    ------
+    DataError
+        One line naming the file: unreadable, truncated or corrupt compressed data (with the
+        official URL), or a tar that breaks the member rules of the module docstring.
+    """
     path = Path(path)
+    compressed = path.suffix in (".gz", ".tgz")
     try:
         if path.name.endswith(".tar.gz") or path.name.endswith(".tgz"):
-            with tarfile.open(path, "r:gz") as tar:
-                members = [m for m in tar.getmembers() if m.name.endswith(RAW_NAME)]
-                if not members:
-                    raise DataError(f"{path}: the archive has no {RAW_NAME}")
-                data = tar.extractfile(members[0]).read()
+            data = _read_tar(path)
         elif path.suffix == ".gz":
             with gzip.open(path, "rb") as f:
                 data = f.read()
         else:
             data = path.read_bytes()
-    except (OSError, EOFError, tarfile.TarError) as err:
-        raise DataError(f"{path}: cannot read ({err})") from None
+    except (OSError, EOFError, zlib.error, tarfile.TarError) as err:
+        detail = " ".join(str(err).split()) or type(err).__name__
+        hint = f"; it is truncated or corrupt: {_download_hint()}" if compressed else ""
+        raise DataError(f"{path}: cannot read ({detail}){hint}") from None
     return data.decode("utf-8", errors="replace")
+
+
+# The smallest magnitude that the float32 cast turns into inf: half an ulp above the largest
+# float32, where round-to-nearest-even rounds up (the largest float32's mantissa is odd). So a
+# float64 v is finite as float32 exactly when -FLOAT32_OVERFLOW < v < FLOAT32_OVERFLOW; testing
+# that on the parsed float64 costs what math.isfinite did, while casting every value one by one
+# would slow the 1.1-million-record parse by a third.
+FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 
 
 def _parse_record(text: str) -> tuple[int, int, float, float, float] | str:
@@ -93,9 +161,17 @@ def _parse_record(text: str) -> tuple[int, int, float, float, float] | str:
         values = [float(v) for v in xyz]
     except ValueError:
         return "non-numeric user, timestamp or value"
-    if not all(math.isfinite(v) for v in values):
+    x, y, z = values
+    # finite after the float32 cast; nan fails every comparison
+    if not (
+        -FLOAT32_OVERFLOW < x < FLOAT32_OVERFLOW
+        and -FLOAT32_OVERFLOW < y < FLOAT32_OVERFLOW
+        and -FLOAT32_OVERFLOW < z < FLOAT32_OVERFLOW
+    ):
+        if all(math.isfinite(v) for v in values):
+            return "value beyond the float32 range"
         return "non-finite value"
-    return uid, _CLASS_INDEX[activity], values[0], values[1], values[2]
+    return uid, _CLASS_INDEX[activity], x, y, z
 
 
 def parse_records(text: str) -> tuple[RawRecords, ParseReport]:
@@ -120,10 +196,13 @@ def parse_records(text: str) -> tuple[RawRecords, ParseReport]:
     report.records = len(users)
     if not users:
         raise DataError("WISDM: no well-formed 'user,activity,timestamp,x,y,z;' record found")
+    xyz = np.stack([xs, ys, zs], axis=1).astype(np.float32)
+    if not np.isfinite(xyz).all():  # the rule above, checked once more after the real cast
+        raise RuntimeError("WISDM: a non-finite float32 value passed the record check")
     records = RawRecords(
         user=np.asarray(users, dtype=np.int64),
         activity=np.asarray(acts, dtype=np.int64),
-        xyz=np.stack([xs, ys, zs], axis=1).astype(np.float32),
+        xyz=xyz,
     )
     return records, report
 

@@ -10,6 +10,7 @@ import pytest
 from fedprune.data import images, sources
 from fedprune.data.images import load_images, read_idx, read_npz_array
 from fedprune.errors import DataError
+from tests.conftest import damage_zip_member
 
 
 def idx_bytes(array: np.ndarray, code: int = 0x08) -> bytes:
@@ -350,3 +351,55 @@ def test_real_mnist_family(real_data):
             assert sources.sha256_of(path) == expected
     with pytest.raises(DataError, match="only the test split is present"):
         load_images("kmnist", "train", data_dir=real_data, download=False)
+
+
+# --- no open doors: non-finite values, damaged members ------------------------------------
+
+
+def test_float_npz_with_nan_is_refused(tmp_path):
+    x = np.zeros((2, 28, 28), np.float32)
+    x[1, 3, 4] = np.nan
+    x[0, 0, 0] = np.inf
+    np.savez(tmp_path / "f.npz", x)
+    with pytest.raises(DataError) as err:
+        read_npz_array(tmp_path / "f.npz")
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'f.npz'}: 2 non-finite values (nan/inf) in a float32")
+    np.savez(tmp_path / "ok.npz", np.ones(3, np.float64))  # finite floats are read as they are
+    assert read_npz_array(tmp_path / "ok.npz").dtype == np.float64
+
+
+def test_kmnist_float_images_with_nan_are_refused(tmp_path):
+    x, y = fake_images(3)
+    x = x.astype(np.float32)
+    x[0, 0, 0] = np.nan
+    write_kmnist(tmp_path / "kmnist", "test", x, y)
+    with pytest.raises(DataError, match=r"kmnist-test-imgs\.npz: 1 non-finite value \(nan/inf\)"):
+        load_images("kmnist", "test", data_dir=tmp_path, download=False)
+
+
+def test_npy_instead_of_npz(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(3))
+    (tmp_path / "a.npy").rename(tmp_path / "a.npz")
+    with pytest.raises(DataError, match=r"a\.npz: not a readable npz file \(a single \.npy"):
+        read_npz_array(tmp_path / "a.npz")
+
+
+def test_float_idx_with_nan_is_refused(tmp_path):
+    path = tmp_path / "f.idx"
+    path.write_bytes(idx_bytes(np.array([0.5, np.nan], dtype=np.float32), code=0x0D))
+    with pytest.raises(DataError, match=r"f\.idx: 1 non-finite value \(nan/inf\)"):
+        read_idx(path)
+
+
+def test_emnist_zip_with_damaged_member(tmp_path):
+    folder = tmp_path / "emnist_digits"
+    folder.mkdir()
+    emnist_zip(folder / "gzip.zip", "test", *fake_images(20))
+    member = "gzip/" + images.file_names("emnist_digits", "test")["images"]
+    damage_zip_member(folder / "gzip.zip", member)
+    with pytest.raises(DataError) as err:
+        load_images("emnist_digits", "test", data_dir=tmp_path, download=False)
+    message = str(err.value)
+    assert message.startswith(f"{folder / 'gzip.zip'}: member '{member}' cannot be read (")
+    assert "download it again from https://biometrics.nist.gov/" in message

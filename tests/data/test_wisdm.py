@@ -1,5 +1,6 @@
 import gzip
 import io
+import re
 import tarfile
 
 import numpy as np
@@ -90,3 +91,146 @@ def test_real_wisdm(real_data):
     assert len(data.subjects) == 36
     # 98.6 % of the rows give ~98.5 % of the paper's 10,591 windows
     assert 10_300 <= len(data.y) <= 10_591
+
+
+# --- no open doors: non-finite values, corrupt or unsafe archives -------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("1e39", "value beyond the float32 range"),  # finite in float64, inf in float32
+        ("-3.5e38", "value beyond the float32 range"),
+        ("nan", "non-finite value"),
+        ("inf", "non-finite value"),
+    ],
+)
+def test_values_not_finite_in_float32_are_malformed_records(value, reason):
+    text = WISDM_TEXT.replace("1,Jogging,107,1.1,1.2,1.3;", f"1,Jogging,107,1.1,{value},1.3;")
+    records, report = wisdm.parse_records(text)
+    assert report.records == 11 and np.isfinite(records.xyz).all()
+    assert [line for line, _, _ in report.malformed] == [5, 7, 12, 14]
+    assert report.malformed[1][1:] == (reason, f"1,Jogging,107,1.1,{value},1.3")
+    assert "4 malformed records skipped" in report.summary()
+    assert "no malformed" not in report.summary()
+
+
+def test_largest_float32_is_kept():
+    text = WISDM_TEXT.replace("1,Jogging,107,1.1,1.2,1.3;", "1,Jogging,107,3.4028234e38,0,0;")
+    records, report = wisdm.parse_records(text)
+    assert len(report.malformed) == 3 and records.xyz[6, 0] == np.float32(3.4028234e38)
+
+
+def test_1e39_counted_in_read_wisdm(tmp_path):
+    path = tmp_path / wisdm.RAW_NAME
+    path.write_text(WISDM_TEXT.replace("2,Sitting,110,2.1,2.2,2.3;", "2,Sitting,110,1e39,2.2,2.3;"))
+    _, report = wisdm.read_wisdm(path, window=2, step=1)
+    assert (11, "value beyond the float32 range") == report.malformed[1][:2]
+
+
+def _tar_with(path, extra: tarfile.TarInfo, raw_member: bool = True) -> None:
+    raw = WISDM_TEXT.encode()
+    with tarfile.open(path, "w:gz") as tar:
+        if raw_member:
+            info = tarfile.TarInfo(f"WISDM_ar_v1.1/{wisdm.RAW_NAME}")
+            info.size = len(raw)
+            tar.addfile(info, io.BytesIO(raw))
+        tar.addfile(extra)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "expected"),
+    [
+        (tarfile.SYMTYPE, f"other/{wisdm.RAW_NAME}", "is a symbolic link (to '/etc/passwd')"),
+        (tarfile.LNKTYPE, "WISDM_ar_v1.1/readme.txt", "is a hard link (to '/etc/passwd')"),
+        (tarfile.CHRTYPE, "WISDM_ar_v1.1/dev", "is a device, fifo or other special file"),
+        (tarfile.FIFOTYPE, "WISDM_ar_v1.1/fifo", "is a device, fifo or other special file"),
+        (tarfile.REGTYPE, "../escape.txt", "is a path outside the archive"),
+        (tarfile.REGTYPE, "/abs/readme.txt", "is a path outside the archive"),
+    ],
+)
+def test_unsafe_tar_members_are_refused_by_name(tmp_path, kind, name, expected):
+    path = tmp_path / "WISDM_ar_latest.tar.gz"
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = "/etc/passwd" if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE) else ""
+    _tar_with(path, info)
+    with pytest.raises(DataError) as err:
+        wisdm.read_text(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: member {name!r} {expected}")
+    assert "fordham.edu" in message and "\n" not in message
+
+
+def test_symlink_named_like_the_raw_file_is_refused(tmp_path):
+    """A link that would make tarfile read another member's bytes in place of the raw file."""
+    path = tmp_path / "WISDM_ar_latest.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        data = tarfile.TarInfo("WISDM_ar_v1.1/readme.txt")
+        data.size = 3
+        tar.addfile(data, io.BytesIO(b"abc"))
+        link = tarfile.TarInfo(f"WISDM_ar_v1.1/{wisdm.RAW_NAME}")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "readme.txt"
+        tar.addfile(link)
+    with pytest.raises(DataError, match=rf"member 'WISDM_ar_v1.1/{wisdm.RAW_NAME}' is a symbolic"):
+        wisdm.read_text(path)
+
+
+def test_tar_with_two_raw_files_is_refused(tmp_path):
+    path = tmp_path / "WISDM_ar_latest.tar.gz"
+    info = tarfile.TarInfo(f"copy/{wisdm.RAW_NAME}")
+    _tar_with(path, info)
+    with pytest.raises(
+        DataError, match=re.escape(f"{path}: the archive has 2 members {wisdm.RAW_NAME}")
+    ):
+        wisdm.read_text(path)
+
+
+def test_apple_double_file_is_not_taken_for_the_raw_file(tmp_path):
+    path = tmp_path / "WISDM_ar_latest.tar.gz"
+    _tar_with(path, tarfile.TarInfo(f"__MACOSX/._{wisdm.RAW_NAME}"))
+    assert wisdm.read_text(path) == WISDM_TEXT
+
+
+@pytest.mark.parametrize("kind", ["gz", "tar.gz"])
+def test_truncated_archive_names_file_and_url(tmp_path, kind):
+    raw = WISDM_TEXT.encode() * 50
+    if kind == "gz":
+        path = tmp_path / (wisdm.RAW_NAME + ".gz")
+        path.write_bytes(gzip.compress(raw)[:-20])
+    else:
+        path = tmp_path / "WISDM_ar_latest.tar.gz"
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            info = tarfile.TarInfo(f"WISDM_ar_v1.1/{wisdm.RAW_NAME}")
+            info.size = len(raw)
+            tar.addfile(info, io.BytesIO(raw))
+        path.write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    with pytest.raises(DataError) as err:
+        wisdm.read_text(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: cannot read (")
+    assert "truncated or corrupt: download it again from https://www.cis.fordham.edu/" in message
+    assert "\n" not in message
+
+
+def test_gzip_with_bad_crc(tmp_path):
+    blob = bytearray(gzip.compress(WISDM_TEXT.encode()))
+    blob[-8] ^= 0xFF  # the CRC-32 in the gzip trailer
+    path = tmp_path / (wisdm.RAW_NAME + ".gz")
+    path.write_bytes(bytes(blob))
+    with pytest.raises(DataError, match=re.escape(f"{path}: cannot read (CRC check failed")):
+        wisdm.read_text(path)
+
+
+def test_float32_overflow_bound_is_exact():
+    """The record check's bound is where numpy's float32 cast starts giving inf."""
+    bound = wisdm.FLOAT32_OVERFLOW
+    below = float(np.nextafter(bound, 0.0))
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.float32(bound)) and np.isinf(np.float32(-bound))
+        assert np.isfinite(np.float32(below)) and np.isfinite(np.float32(-below))
+    for value, kept in ((below, True), (bound, False)):
+        line = f"1,Walking,1,{value!r},0,0;"
+        assert (wisdm.parse_records(line + "\n" + "1,Walking,2,0,0,0;")[1].records == 2) is kept
