@@ -7,8 +7,8 @@ exactly the clients and orders the windows exactly as an uninterrupted run would
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import numpy as np
@@ -108,15 +108,39 @@ def call_concurrently(calls: Sequence[Callable[[], T]]) -> list[T]:
     TFF's context stack is thread-local, so the current context is installed in each thread;
     the TFF worker then executes the calls concurrently, and a small job does not leave the
     other cores idle while it trains. Results do not depend on timing.
+
+    The threads are daemons and the caller waits on an event, never on a thread join: on
+    Ctrl-C (or any error in one call) the caller raises at once, while calls still blocked in
+    gRPC on a worker that the interrupt has killed are abandoned instead of joined (a
+    ``ThreadPoolExecutor`` would join them on exit and hang forever). An error in a call is
+    re-raised in the caller.
     """
     if len(calls) == 1:
         return [calls[0]()]
     context = tff.framework.get_context_stack().current
+    results: list = [None] * len(calls)
+    errors: list[BaseException] = []
+    pending = [len(calls)]
+    lock, finished = threading.Lock(), threading.Event()
 
-    def in_context(call: Callable[[], T]) -> T:
-        with tff.framework.get_context_stack().install(context):
-            return call()
+    def run(i: int, call: Callable[[], T]) -> None:
+        try:
+            with tff.framework.get_context_stack().install(context):
+                results[i] = call()
+        except BaseException as err:  # noqa: BLE001 (re-raised in the caller)
+            with lock:
+                errors.append(err)
+            finished.set()
+            return
+        with lock:
+            pending[0] -= 1
+            if pending[0] == 0:
+                finished.set()
 
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        futures = [pool.submit(in_context, c) for c in calls]
-        return [f.result() for f in futures]
+    for i, call in enumerate(calls):
+        threading.Thread(target=run, args=(i, call), daemon=True, name=f"tff-call-{i}").start()
+    while not finished.wait(0.5):  # a timed wait keeps the main thread interruptible
+        pass
+    if errors:
+        raise errors[0]
+    return results

@@ -1,0 +1,113 @@
+"""Ctrl-C through the command line: SIGINT to the whole process group (what a terminal sends)
+ends a run within 10 s with one line, leaves no TFF worker, and the rerun equals an
+uninterrupted run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fedprune.data import images
+from tests.algorithms.test_fedcref_run import pattern_images
+from tests.data.test_images import write_idx_pair
+
+pytestmark = pytest.mark.slow
+
+FEDCREF = ["train", "fedcref", "--dataset", "mnist", "--clients", "4", "--samples-per-class"]
+FEDCREF += ["10", "--dirtiness", "0.2", "--epochs", "3", "--fl-rounds", "2", "--max-iterations"]
+FEDCREF += ["4", "--batch-size", "8", "--theta", "0.3"]
+CASES = {
+    "fedavg": (
+        ["train", "fedavg", "--dataset", "uci_har", "--rounds", "6", "--clients-per-round", "3"]
+        + ["--local-epochs", "1"],
+        lambda row: int(row["round"]) >= 2,
+    ),
+    # phase 3 (prune rounds) with K = 3, per-cluster rounds in concurrent threads
+    "caafp": (
+        ["train", "caafp", "--dataset", "uci_har", "--phases", "1,1,6", "--clusters", "3"]
+        + ["--clients-per-round", "6", "--local-epochs", "10", "--start-sparsity", "0.5"]
+        + ["--target-sparsity", "0.7", "--prune-frequency", "2", "--ft-epochs", "1"],
+        lambda row: row.get("phase") == "prune",
+    ),
+    "fedcref": (FEDCREF, lambda row: True),
+}
+
+
+def _fedprune(args: list[str], data_dir: Path, out: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "fedprune.cli", *args, "--out", str(out), "--no-progress"]
+    command += ["--data-dir", str(data_dir)]
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+
+
+def _rows(out: Path) -> list[dict]:
+    path = out / "metrics.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _numbers(out: Path) -> dict:
+    summary = json.loads((out / "summary.json").read_text())
+    return {k: v for k, v in summary.items() if k not in ("wall_s", "cpu_s")}
+
+
+def _group_alive(pgid: int) -> list[str]:
+    found = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout
+    return found.split()
+
+
+@pytest.mark.parametrize("method", sorted(CASES))
+def test_sigint_to_the_process_group_stops_cleanly_and_resumes(method, tmp_path, data_dirs):
+    args, ready = CASES[method]
+    data_dir = data_dirs(method)
+    out = tmp_path / "run"
+    proc = _fedprune(args, data_dir, out)
+    deadline = time.monotonic() + 300
+    while not any(ready(r) for r in _rows(out)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run never reached the point to interrupt"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"{method}: still running 10 s after SIGINT")
+    assert time.monotonic() - sent <= 10
+    assert proc.returncode == 130, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1] == "fedprune: interrupted; run the same command again to resume", err
+    assert "Traceback" not in err
+    time.sleep(0.5)
+    assert _group_alive(proc.pid) == [], "a process of the run (a TFF worker) outlived it"
+
+    rerun = _fedprune(args, data_dir, out)
+    _, err = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err
+    straight = _fedprune(args, data_dir, tmp_path / "straight")
+    _, err = straight.communicate(timeout=600)
+    assert straight.returncode == 0, err
+    assert _numbers(out) == _numbers(tmp_path / "straight")
+
+
+@pytest.fixture
+def data_dirs(fixture_data_dir, tmp_path):
+    x, y = pattern_images()
+    write_idx_pair(tmp_path / "images" / "mnist", images.file_names("mnist", "train"), x, y)
+    return lambda method: tmp_path / "images" if method == "fedcref" else fixture_data_dir
