@@ -84,6 +84,7 @@ def run_train(args: argparse.Namespace) -> None:
     from fedprune.algorithms.fedcref import FedCRefConfig
     from fedprune.algorithms.fedcref.experiment import SystemConfig, run_fedcref_experiment
     from fedprune.engine import execution
+    from fedprune.runs import check_out_dir, removed_unless_started
 
     system = SystemConfig(
         dataset=args.dataset,
@@ -107,13 +108,15 @@ def run_train(args: argparse.Namespace) -> None:
         max_iterations=args.max_iterations,
         seed=args.seed,
     )
-    execution.install(log_dir=os.path.join(args.out, "tff-logs"))
-    try:
-        summary = run_fedcref_experiment(
-            system, config, args.out, args.data_dir, progress=not args.no_progress
-        )
-    finally:
-        execution.shutdown()
+    check_out_dir(args.out)
+    with removed_unless_started(args.out):
+        execution.install(log_dir=os.path.join(args.out, "tff-logs"))
+        try:
+            summary = run_fedcref_experiment(
+                system, config, args.out, args.data_dir, progress=not args.no_progress
+            )
+        finally:
+            execution.shutdown()
     print(json.dumps(summary, indent=2))
 
 

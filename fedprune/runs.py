@@ -8,20 +8,79 @@ directory that holds a different configuration is an error, never a silent overw
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
-from collections.abc import Mapping, Sequence
+import shutil
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from fedprune.errors import ConfigError
+from fedprune.errors import ConfigError, DataError
 
 CONFIG = "config.json"
 METRICS = "metrics.csv"
 CHECKPOINT = "checkpoint.npz"
 SUMMARY = "summary.json"
+
+
+STARTED = (CHECKPOINT, METRICS, SUMMARY)  # a run with any of these has trained a round
+WORKER_LOGS = "tff-logs"
+
+
+def check_out_dir(path: str | os.PathLike) -> Path:
+    """``--out`` can hold a run: it is a directory or can be made one. One clear line if not
+    (an existing file, a file on the way, no permission), before anything is loaded or made."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file, not a directory; choose another --out")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"--out {path}: {existing} is a file; choose another --out")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {path}: {existing} is not writable; choose another --out")
+    return path
+
+
+@contextlib.contextmanager
+def removed_unless_started(path: str | os.PathLike) -> Iterator[None]:
+    """Undo what a command made in ``path`` if it fails before its first round.
+
+    A run that stops before it has a checkpoint, metrics or summary (bad parameters found
+    late, missing data, an unreachable worker, Ctrl-C) must not leave a ``config.json`` that
+    makes the corrected command fail ("holds a run with a different configuration"). Only
+    what did not exist before the command is removed: ``config.json``, the worker logs and the
+    directory itself when it is left empty."""
+    path = Path(path)
+    existed = path.exists()
+    had_config = (path / CONFIG).exists()
+    had_logs = (path / WORKER_LOGS).exists()
+    try:
+        yield
+    except BaseException:
+        if not any((path / name).exists() for name in STARTED):
+            if not had_config:
+                (path / CONFIG).unlink(missing_ok=True)
+            if not had_logs:
+                shutil.rmtree(path / WORKER_LOGS, ignore_errors=True)
+            if not existed and path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+        raise
+
+
+def _read_json(path: Path, fix: str) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(f"{path} is damaged ({err}); {fix}") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{path} does not hold a JSON object; {fix}")
+    return value
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -36,10 +95,11 @@ class RunDir:
     def __init__(self, path: str | os.PathLike, config: Mapping):
         self.path = Path(path)
         self.config = dict(config)
+        check_out_dir(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         existing = self.path / CONFIG
         if existing.exists():
-            old = json.loads(existing.read_text())
+            old = _read_json(existing, "restore it from a backup or choose another --out")
             new = json.loads(json.dumps(self.config))  # tuples as lists, as in the file
             if old != new:
                 diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -56,7 +116,10 @@ class RunDir:
         return (self.path / SUMMARY).exists()
 
     def read_summary(self) -> dict:
-        return json.loads((self.path / SUMMARY).read_text())
+        return _read_json(
+            self.path / SUMMARY,
+            "delete it and run the same command again to recompute it from the last checkpoint",
+        )
 
     def write_summary(self, summary: Mapping) -> None:
         _atomic_write(self.path / SUMMARY, json.dumps(summary, indent=2, sort_keys=True) + "\n")
@@ -85,15 +148,21 @@ class RunDir:
         path = self.path / CHECKPOINT
         if not path.exists():
             return None
-        with np.load(path, allow_pickle=False) as z:
-            arrays, scalars = {}, {}
-            for key in z.files:
-                if key.endswith("__n"):
-                    name = key[:-3]
-                    arrays[name] = [z[f"{name}__{i}"] for i in range(int(z[key]))]
-                elif key.startswith("scalar__"):
-                    scalars[key[len("scalar__") :]] = float(z[key])
-            return int(z["round"]), arrays, scalars
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays, scalars = {}, {}
+                for key in z.files:
+                    if key.endswith("__n"):
+                        name = key[:-3]
+                        arrays[name] = [z[f"{name}__{i}"] for i in range(int(z[key]))]
+                    elif key.startswith("scalar__"):
+                        scalars[key[len("scalar__") :]] = float(z[key])
+                return int(z["round"]), arrays, scalars
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+            raise DataError(
+                f"{path} is damaged ({type(err).__name__}: {err}); move it away and run the "
+                "same command again to restart the run from round 0"
+            ) from None
 
     # --- per-round metrics ---------------------------------------------------------------
     def metrics_rows(self) -> list[dict]:
@@ -101,11 +170,27 @@ class RunDir:
         if not path.exists():
             return []
         with open(path, newline="") as f:
-            return list(csv.DictReader(f))
+            rows = list(csv.DictReader(f))
+        for line, row in enumerate(rows, 2):
+            if None in row or None in row.values():
+                raise DataError(
+                    f"{path}, line {line}: wrong number of fields; delete the line (or the "
+                    "file, losing the per-round history) and run the same command again"
+                )
+        return rows
 
     def truncate_metrics(self, rounds_done: int, round_key: str = "round") -> None:
         """Keep only the rows of rounds ``<= rounds_done`` (those the checkpoint covers)."""
-        rows = [r for r in self.metrics_rows() if int(r[round_key]) <= rounds_done]
+        rows = []
+        for line, row in enumerate(self.metrics_rows(), 2):
+            try:
+                if int(row[round_key]) <= rounds_done:
+                    rows.append(row)
+            except (KeyError, ValueError):
+                raise DataError(
+                    f"{self.path / METRICS}, line {line}: no round number; delete the line (or "
+                    "the file, losing the per-round history) and run the same command again"
+                ) from None
         path = self.path / METRICS
         if not rows:
             path.unlink(missing_ok=True)

@@ -41,6 +41,13 @@ import tensorflow_federated as tff
 from sklearn.cluster import KMeans
 from tqdm import tqdm
 
+from fedprune.checks import (
+    check_at_most,
+    check_count,
+    check_nonnegative,
+    check_positive,
+    check_seed,
+)
 from fedprune.communication import CommAccounts
 from fedprune.data.registry import load_federated
 from fedprune.engine.client_work import LocalTraining
@@ -71,10 +78,17 @@ class ClusterFLConfig:
     method: str = "clusterfl"
 
     def resolved(self) -> ClusterFLConfig:
-        if self.rounds < 1 or self.clusters < 1 or self.clients_per_round < 1:
-            raise ConfigError("rounds, clusters and clients per round must be >= 1")
-        if self.rho <= 0 or self.alpha < 0 or self.beta < 0:
-            raise ConfigError("need rho > 0, alpha >= 0, beta >= 0")
+        for name in ("rounds", "clusters", "clients_per_round", "local_epochs", "batch_size"):
+            check_count(name, getattr(self, name))
+        check_positive("lr", self.learning_rate)
+        check_positive("rho", self.rho)
+        check_nonnegative("alpha", self.alpha)
+        check_nonnegative("beta", self.beta)
+        if not self.ft_epochs:
+            raise ConfigError("--ft-epochs needs at least one value")
+        for e in self.ft_epochs:
+            check_count("ft_epochs", e, minimum=0)
+        check_seed(self.seed)
         if 2 * self.alpha + self.rho - 2 * self.beta <= 0:
             raise ConfigError("2 alpha + rho - 2 beta must be > 0 for the Omega step")
         return self
@@ -136,6 +150,7 @@ def run_clusterfl(
     if run.finished:
         return run.read_summary()
     data = load_federated(config.dataset, config.seed, data_dir, config.standardize)
+    check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     init = [np.asarray(w) for w in spec.initial_weights().trainable]
     ids = [c.client_id for c in data.clients]

@@ -14,12 +14,12 @@ from pathlib import Path
 import tensorflow_federated as tff
 from tqdm import tqdm
 
+from fedprune.checks import check_count, check_positive, check_seed
 from fedprune.communication import eq13_bytes
 from fedprune.data.registry import load_federated
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.process import ModelSpec, build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
-from fedprune.errors import ConfigError
 from fedprune.metrics import fairness
 from fedprune.runs import RunDir
 
@@ -40,12 +40,9 @@ class FedAvgConfig:
 
     def validate(self) -> None:
         for name in ("rounds", "clients_per_round", "local_epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(
-                    f"{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}"
-                )
-        if not self.learning_rate > 0:
-            raise ConfigError(f"learning rate must be > 0, got {self.learning_rate}")
+            check_count(name, getattr(self, name))
+        check_positive("lr", self.learning_rate)
+        check_seed(self.seed)
 
 
 def run_fedavg(

@@ -48,6 +48,14 @@ import tensorflow as tf
 import tensorflow_federated as tff
 from tqdm import tqdm
 
+from fedprune.checks import (
+    check_at_most,
+    check_count,
+    check_nonnegative,
+    check_positive,
+    check_range,
+    check_seed,
+)
 from fedprune.clustering import cluster_clients
 from fedprune.communication import CommAccounts
 from fedprune.data.registry import load_federated
@@ -139,16 +147,21 @@ class PipelineConfig:
         if min(self.phases) < 0 or sum(self.phases) < 1:
             raise ConfigError(f"phases T0,T1,T2 must be >= 0 and not all 0, got {self.phases}")
         for name in ("clusters", "clients_per_round", "local_epochs", "batch_size", "block"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name.replace('_', '-')} must be >= 1")
-        if not self.ft_epochs or min(self.ft_epochs) < 0:
-            raise ConfigError(f"fine-tuning epochs must be >= 0, got {self.ft_epochs}")
+            check_count(name, getattr(self, name))
+        if not self.ft_epochs:
+            raise ConfigError("--ft-epochs needs at least one value")
+        for e in self.ft_epochs:
+            check_count("ft_epochs", e, minimum=0)
+        check_seed(self.seed)
         if self.budget not in M.BUDGETS:
             raise ConfigError(f"budget must be one of {', '.join(M.BUDGETS)}, got {self.budget!r}")
         if self.prune_layers is not None:
             check_layer_names(self.prune_layers, KERNEL_LAYERS)
-        if self.prox < 0 or self.learning_rate <= 0:
-            raise ConfigError("prox must be >= 0 and the learning rate > 0")
+        check_nonnegative("prox", self.prox)
+        check_positive("lr", self.learning_rate)
+        for name in ("start_sparsity", "target_sparsity", "churn"):
+            check_range(name, getattr(self, name), 0, 1)
+        check_count("prune_frequency", self.prune_frequency)
         check_weights(self.alpha, self.beta, self.gamma)
         if self.phases[2] > 0:
             self.schedule()  # validates the sparsity parameters
@@ -249,6 +262,7 @@ def run_pipeline(
             return run.read_summary()
     t0, t1, t2 = config.phases
     data = load_federated(config.dataset, config.seed, data_dir, config.standardize)
+    check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     init = spec.initial_weights()
     model = spec.keras()

@@ -16,7 +16,7 @@ import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
 from fedprune.engine.datasets import round_seed, train_dataset
-from fedprune.errors import ConfigError
+from fedprune.errors import ConfigError, FedpruneError
 
 T = TypeVar("T")
 
@@ -42,11 +42,48 @@ def run_round(
     seed: int,
     batch_size: int,
 ) -> tff.learning.templates.LearningProcessOutput:
-    """One call of ``process.next`` on these clients' training data for ``round_num``."""
+    """One call of ``process.next`` on these clients' training data for ``round_num``;
+    :class:`TrainingDiverged` if the aggregated loss or model is not finite."""
     datasets = [
         train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
     ]
-    return process.next(state, datasets)
+    output = process.next(state, datasets)
+    check_finite_round(process, output, round_num, [c.client_id for c in clients])
+    return output
+
+
+class TrainingDiverged(FedpruneError):
+    """A round's aggregated loss or model weights are not finite (nan or inf)."""
+
+
+def check_finite_round(
+    process: tff.learning.templates.LearningProcess,
+    output: tff.learning.templates.LearningProcessOutput,
+    round_num: int,
+    client_ids: Sequence[int],
+) -> None:
+    """Stop a run whose round produced a non-finite aggregate, before anything of the round is
+    saved: the checkpoint keeps the last finite state, so the run can resume after a fix.
+
+    Checked on what the server receives: the aggregated training loss (the clients' mean) and
+    the new model weights. A single client's non-finite update makes both non-finite, so the
+    message names the clients that trained in the round."""
+    train = output.metrics.get("client_work", {}).get("train", {})
+    loss = float(train["train_loss"]) if "train_loss" in train else 0.0
+    weights = process.get_model_weights(output.state).trainable
+    bad_weights = not all(np.isfinite(np.asarray(w)).all() for w in weights)
+    if np.isfinite(loss) and not bad_weights:
+        return
+    what = ", ".join(
+        part
+        for part, bad in ((f"train loss {loss}", not np.isfinite(loss)), ("weights", bad_weights))
+        if bad
+    )
+    raise TrainingDiverged(
+        f"round {round_num}: training diverged (non-finite {what}) on clients "
+        f"{', '.join(str(i) for i in sorted(client_ids))}; nothing of this round was saved: "
+        "lower --lr or check those clients' data, then run the same command to resume"
+    )
 
 
 def cluster_quota(sizes: Sequence[int], per_round: int) -> list[int]:

@@ -45,6 +45,7 @@ from fedprune.algorithms.fedcref.graph import communities_of
 from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
 from fedprune.algorithms.fedcref.refinement import align_labels, refine
 from fedprune.algorithms.fedcref.stopping import GlobalStop, is_stable
+from fedprune.checks import check_count, check_positive, check_seed
 from fedprune.errors import ConfigError
 from fedprune.models.autoencoder import reconstruction_errors
 
@@ -74,10 +75,10 @@ class FedCRefConfig:
         if not 0 <= self.tau <= 1:
             raise ConfigError(f"tau (stability threshold) must be in [0, 1], got {self.tau}")
         for name in ("local_epochs", "fl_rounds", "fl_local_epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_iterations < 1:
-            raise ConfigError(f"max_iterations must be >= 1, got {self.max_iterations}")
+            check_count(name, getattr(self, name))
+        check_count("max_iterations", self.max_iterations)
+        check_positive("lr", self.learning_rate)
+        check_seed(self.seed)
 
 
 @dataclasses.dataclass

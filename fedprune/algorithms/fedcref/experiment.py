@@ -33,6 +33,7 @@ from fedprune.algorithms.fedcref.evaluation import (
 )
 from fedprune.algorithms.fedcref.initial import kmeans_on_embeddings
 from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
+from fedprune.checks import check_count, check_range
 from fedprune.data.clustered_partition import ClientImages, dirty_uniform, partition_clients
 from fedprune.data.images import load_images
 from fedprune.errors import ConfigError, DataError
@@ -58,8 +59,13 @@ class SystemConfig:
     def __post_init__(self) -> None:
         if self.init not in INITS:
             raise ConfigError(f"unknown --init {self.init!r}; choose one of {', '.join(INITS)}")
-        if self.init == "dirty" and not 0 <= self.dirtiness < 1:
-            raise ConfigError(f"dirtiness must be in [0, 1), got {self.dirtiness}")
+        if self.init == "dirty":
+            check_range("dirtiness", self.dirtiness, 0, 1, high_open=True)
+        check_range("overlap", self.overlap, 0, 1)
+        check_count("clients", self.num_clients, minimum=2)
+        check_count("samples_per_class", self.samples_per_class)
+        if self.max_classes is not None:
+            check_count("max_classes", self.max_classes, minimum=2)
 
 
 def _recorded(system: SystemConfig) -> dict:
