@@ -20,43 +20,46 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 from tqdm import tqdm
 
 from edge_export.convert import to_tflite
+from edge_export.formats import AUTOENCODER_FORMATS, check_formats
 from edge_export.micro import export_micro, quantize_input
+from edge_export.run_files import COMMUNITY_MODELS, RETRAIN, read_config, read_run
 from edge_export.verify import run_tflite, runtime_loads
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.autoencoder import build_autoencoder, reconstruction_errors
 
-AUTOENCODER_FORMATS = ("float32", "float16", "dynamic", "int8")
+__all__ = [
+    "AUTOENCODER_FORMATS",
+    "export_fedcref_run",
+    "is_fedcref_run",
+    "load_community_models",
+    "report_markdown",
+]
+
 CALIBRATION = 500  # samples per community for int8 calibration
 VERIFY = 300  # samples per community for the comparison
 
 
 def is_fedcref_run(run_dir: str | os.PathLike) -> bool:
-    config = Path(run_dir) / "config.json"
-    return config.exists() and json.loads(config.read_text()).get("method") == "fedcref"
+    """Whether ``run_dir`` is a FedCRef run; a missing or damaged run is a ``DataError``."""
+    return read_config(run_dir).get("method") == "fedcref"
 
 
 def load_community_models(run_dir: str | os.PathLike) -> list[list[np.ndarray]]:
     """The final community autoencoders' weights (Keras order) of a finished FedCRef run."""
-    path = Path(run_dir) / "community_models.npz"
-    if not (Path(run_dir) / "summary.json").exists() or not path.exists():
-        raise DataError(f"{run_dir} is not a finished FedCRef run (no summary.json/{path.name})")
-    with np.load(path, allow_pickle=False) as z:
-        keys = sorted(z.files, key=lambda k: tuple(int(p) for p in k[1:].split("_")))
-        models: dict[int, list[np.ndarray]] = {}
-        for k in keys:
-            models.setdefault(int(k[1:].split("_")[0]), []).append(z[k])
-    if not models:
-        raise DataError(f"{run_dir}: the run found no community, nothing to export")
-    return [models[g] for g in sorted(models)]
+    files = read_run(run_dir)
+    if files.community is None:
+        raise ConfigError(f"{run_dir} is not a FedCRef run (method {files.config.get('method')!r})")
+    return files.community
 
 
 def _run_samples(run_dir: Path, data_dir: str | os.PathLike | None) -> np.ndarray:
     from fedprune.algorithms.fedcref.experiment import SystemConfig, build_system
 
-    config = json.loads((run_dir / "config.json").read_text())
+    config = read_config(run_dir)
     fields = SystemConfig.__dataclass_fields__
     system = SystemConfig(**{k: v for k, v in config.items() if k in fields})
     clients, _ = build_system(
@@ -68,6 +71,19 @@ def _run_samples(run_dir: Path, data_dir: str | os.PathLike | None) -> np.ndarra
     return np.concatenate([c.x for c in clients])
 
 
+def _keras(run_dir: Path, g: int, weights: list[np.ndarray], dim: int) -> tf.keras.Model:
+    """Community ``g``'s autoencoder in Keras; weights of another shape are a damaged file."""
+    model = build_autoencoder(dim)
+    try:
+        model.set_weights(weights)
+    except ValueError as err:
+        raise DataError(
+            f"{run_dir / COMMUNITY_MODELS}: community {g} does not fit the autoencoder of "
+            f"{dim} inputs ({' '.join(str(err).split())}); {RETRAIN}"
+        ) from None
+    return model
+
+
 def export_fedcref_run(
     run_dir: str | os.PathLike,
     formats: Sequence[str],
@@ -75,81 +91,83 @@ def export_fedcref_run(
     data_dir: str | os.PathLike | None = None,
     micro: bool = False,
     progress: bool = True,
+    models: list[list[np.ndarray]] | None = None,
 ) -> list[dict]:
-    """Convert and verify every community autoencoder; writes files and export_report.json."""
-    bad = [f for f in formats if f not in AUTOENCODER_FORMATS]
-    if bad:
-        raise ConfigError(
-            f"format(s) {bad} not offered for autoencoders (dense models: sparse encodings do "
-            f"not apply); choose from {', '.join(AUTOENCODER_FORMATS)}"
-        )
+    """Convert and verify every community autoencoder; writes files and export_report.json.
+
+    ``models`` are the community models if already read (:func:`load_community_models`).
+    """
+    check_formats(formats, autoencoders=True)
     run_dir, out = Path(run_dir), Path(out)
-    models = load_community_models(run_dir)
+    models = models if models is not None else load_community_models(run_dir)
     x = _run_samples(run_dir, data_dir)
+    keras_models = [_keras(run_dir, g, weights, x.shape[1]) for g, weights in enumerate(models)]
     errors = np.stack([reconstruction_errors(w, x) for w in models])
     owner = errors.argmin(axis=0)
     rng = np.random.default_rng(0)
     entries: list[dict] = []
     tflite_errors: dict[str, list[np.ndarray]] = {f: [] for f in formats}
     check = np.sort(rng.choice(len(x), size=min(len(x), 2000), replace=False))
-    bar = tqdm(total=len(models) * len(formats), desc="export", disable=not progress)
-    for g, weights in enumerate(models):
-        served = np.flatnonzero(owner == g)
-        if len(served) == 0:
-            served = np.arange(len(x))
-        calib = x[rng.choice(served, size=min(len(served), CALIBRATION), replace=False)]
-        sample = x[rng.choice(served, size=min(len(served), VERIFY), replace=False)]
-        model = build_autoencoder(x.shape[1])
-        model.set_weights(weights)
-        keras_err = reconstruction_errors(weights, sample)
-        folder = out / f"community{g}"
-        folder.mkdir(parents=True, exist_ok=True)
-        for fmt in formats:
-            content = to_tflite(model, fmt, calib if fmt == "int8" else None)
-            path = folder / f"{fmt}.tflite"
-            path.write_bytes(content)
-            recon, latency = run_tflite(content, sample)
-            lite_err = np.mean((recon - sample) ** 2, axis=1)
-            recon_check, _ = run_tflite(content, x[check])
-            tflite_errors[fmt].append(np.mean((recon_check - x[check]) ** 2, axis=1))
-            entry = {
-                "community": g,
-                "format": fmt,
-                "path": str(path),
-                "bytes": len(content),
-                "gzip_bytes": len(gzip.compress(content)),
-                "served_samples": int(len(served)),
-                "keras_mse": float(keras_err.mean()),
-                "tflite_mse": float(lite_err.mean()),
-                "max_abs_mse_diff": float(np.max(np.abs(lite_err - keras_err))),
-                "latency_ms": latency,
-                "runtime_loads": runtime_loads(content),
-            }
-            if micro and fmt == "int8":
-                first = quantize_input(content, sample[:1])
-                arena = export_micro(content, folder / "int8_micro", f"community{g}_int8", first)
-                entry.update(
-                    micro_arena_bytes=arena.arena_bytes, micro_arena_measured=arena.arena_measured
+    # the bar is closed (its line ended) before an error or interrupt is reported
+    with tqdm(total=len(models) * len(formats), desc="export", disable=not progress) as bar:
+        for g, weights in enumerate(models):
+            served = np.flatnonzero(owner == g)
+            if len(served) == 0:
+                served = np.arange(len(x))
+            calib = x[rng.choice(served, size=min(len(served), CALIBRATION), replace=False)]
+            sample = x[rng.choice(served, size=min(len(served), VERIFY), replace=False)]
+            model = keras_models[g]
+            keras_err = reconstruction_errors(weights, sample)
+            folder = out / f"community{g}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for fmt in formats:
+                content = to_tflite(model, fmt, calib if fmt == "int8" else None)
+                path = folder / f"{fmt}.tflite"
+                path.write_bytes(content)
+                recon, latency = run_tflite(content, sample)
+                lite_err = np.mean((recon - sample) ** 2, axis=1)
+                recon_check, _ = run_tflite(content, x[check])
+                tflite_errors[fmt].append(np.mean((recon_check - x[check]) ** 2, axis=1))
+                entry = {
+                    "community": g,
+                    "format": fmt,
+                    "path": str(path),
+                    "bytes": len(content),
+                    "gzip_bytes": len(gzip.compress(content)),
+                    "served_samples": int(len(served)),
+                    "keras_mse": float(keras_err.mean()),
+                    "tflite_mse": float(lite_err.mean()),
+                    "max_abs_mse_diff": float(np.max(np.abs(lite_err - keras_err))),
+                    "latency_ms": latency,
+                    "runtime_loads": runtime_loads(content),
+                }
+                if micro and fmt == "int8":
+                    first = quantize_input(content, sample[:1])
+                    arena = export_micro(
+                        content, folder / "int8_micro", f"community{g}_int8", first
+                    )
+                    entry.update(
+                        micro_arena_bytes=arena.arena_bytes,
+                        micro_arena_measured=arena.arena_measured,
+                    )
+                (folder / f"{fmt}.json").write_text(
+                    json.dumps(
+                        {
+                            "source_run": str(run_dir),
+                            "method": "fedcref",
+                            "community": g,
+                            "format": fmt,
+                            "input": {"shape": [1, int(x.shape[1])], "dtype": "see format"},
+                            "normalization": "pixels / 255 (float in [0, 1]) before quantization",
+                            "output": "reconstruction; a sample belongs to the community whose "
+                            "model reconstructs it with the lowest mean squared error",
+                        },
+                        indent=2,
+                    )
+                    + "\n"
                 )
-            (folder / f"{fmt}.json").write_text(
-                json.dumps(
-                    {
-                        "source_run": str(run_dir),
-                        "method": "fedcref",
-                        "community": g,
-                        "format": fmt,
-                        "input": {"shape": [1, int(x.shape[1])], "dtype": "see format"},
-                        "normalization": "pixels / 255 (float in [0, 1]) before quantization",
-                        "output": "reconstruction; a sample belongs to the community whose "
-                        "model reconstructs it with the lowest mean squared error",
-                    },
-                    indent=2,
-                )
-                + "\n"
-            )
-            entries.append(entry)
-            bar.update(1)
-    bar.close()
+                entries.append(entry)
+                bar.update(1)
     keras_owner = errors[:, check].argmin(axis=0)
     for fmt in formats:
         agreement = float(np.mean(np.stack(tflite_errors[fmt]).argmin(axis=0) == keras_owner))

@@ -1,27 +1,40 @@
 """The ``edge-export`` command: deployable TFLite files of a run's models, verified against Keras.
 
 edge-export runs/fedavg-har --clients 1,2 --formats float32,int8 --out export/
+
+This module imports no TensorFlow: ``--help`` answers at once, and every input that can be
+checked without it (the run's files, the formats, the client list, the data, a writable
+``--out``) is checked before the heavy imports, so a bad input is one line within seconds and
+nothing is written. Any problem is one line ``edge-export: error: <what>; <fix>`` (exit 2),
+Ctrl-C one line ``edge-export: interrupted`` (exit 130). TensorFlow's log lines are left out
+unless ``--verbose`` (:mod:`edge_export.quiet`).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fedprune.errors import FedpruneError
+from edge_export.formats import (
+    AUTOENCODER_FORMATS,
+    DEFAULT_AUTOENCODER_FORMATS,
+    DEFAULT_FORMATS,
+    FORMATS,
+)
+from edge_export.quiet import quiet_environment
+from fedprune.errors import DataError, FedpruneError
 
-DEFAULT_FORMATS = "float32,int8"
-DEFAULT_AUTOENCODER_FORMATS = "float32,int8"
+PROG = "edge-export"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from edge_export.convert import FORMATS
-
+    """The command's arguments (imports nothing heavy)."""
     parser = argparse.ArgumentParser(
-        prog="edge-export",
+        prog=PROG,
         description="Convert a finished run's per-client models to TFLite, run every file "
         "with the TFLite interpreter on the client's test windows, and write "
         "export_report.json/.md next to the files.",
@@ -29,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "run_dir",
         help="a finished fedprune run directory (with summary.json); for a FedCRef run the "
-        "community autoencoders are exported (formats float32, float16, dynamic, int8)",
+        "community autoencoders are exported (formats "
+        f"{', '.join(AUTOENCODER_FORMATS)})",
     )
     parser.add_argument("--clients", default="all", help="'all' or comma-separated client ids")
     parser.add_argument(
@@ -88,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
         "logit (finer steps where classes are decided), 'full' their min/max (default: decision)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's and TFLite's log lines and warnings (left out by default)",
+    )
     return parser
 
 
@@ -106,48 +125,114 @@ def _positive_int(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status (0, 2 for a bad input, 130 for Ctrl-C)."""
     args = build_parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    quiet_environment(args.verbose)  # before TensorFlow is imported
     try:
-        from edge_export.autoencoders import export_fedcref_run, is_fedcref_run
-        from edge_export.convert import FORMATS
-        from edge_export.export import MICRO_FORMATS, export_run, report_markdown
-        from edge_export.run_models import load_run, select_clients
-        from fedprune.errors import ConfigError
+        return _export(args)
+    except FedpruneError as err:
+        return _error(str(err))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as err:
+        message = _os_error(err, args.out)
+        if message is None:
+            raise
+        return _error(message)
 
-        fedcref = is_fedcref_run(args.run_dir)
-        spec = args.formats or (DEFAULT_AUTOENCODER_FORMATS if fedcref else DEFAULT_FORMATS)
-        formats = [f.strip() for f in spec.split(",") if f.strip()]
-        if fedcref:
-            export_fedcref_run(
-                args.run_dir, formats, args.out, args.data_dir, args.micro, not args.no_progress
-            )
-            print((Path(args.out) / "export_report.md").read_text(), end="")
-            return 0
-        unknown = [f for f in formats if f not in FORMATS]
-        if unknown or not formats:
-            raise ConfigError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
-        run = load_run(args.run_dir, args.data_dir, args.ft_epochs)
-        clients = select_clients(run, args.clients)
-        if args.micro and not set(MICRO_FORMATS) & set(formats):
-            formats.append("int8")
-        entries = export_run(
-            run,
-            clients,
-            formats,
-            args.out,
-            progress=not args.no_progress,
-            micro=args.micro,
-            qat_epochs=args.qat_epochs,
-            qat_learning_rate=args.qat_lr,
-            input_scaling=args.input_scaling,
-            logit_range=args.logit_range,
+
+def _error(message: str) -> int:
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def _export(args: argparse.Namespace) -> int:
+    """Check every input, then import TensorFlow, export, verify and print the report."""
+    from edge_export.formats import MICRO_FORMATS, parse_formats
+    from edge_export.run_files import parse_clients, read_run
+    from edge_export.run_models import load_run, select_clients
+
+    files = read_run(args.run_dir, args.ft_epochs)
+    formats = parse_formats(args.formats, autoencoders=files.fedcref)
+    out = check_out(args.out)
+    progress = not args.no_progress
+    if files.fedcref:
+        _heavy_imports()
+        from edge_export.autoencoders import export_fedcref_run, report_markdown
+
+        entries = export_fedcref_run(
+            files.path, formats, out, args.data_dir, args.micro, progress, files.community
         )
         print(report_markdown(entries), end="")
-    except FedpruneError as err:
-        print(f"edge-export: error: {err}", file=sys.stderr)
-        return 2
+        return 0
+    parse_clients(args.clients)  # a malformed list fails before the data is read
+    run = load_run(files.path, args.data_dir, files=files)
+    clients = select_clients(run, args.clients)
+    if args.micro and not set(MICRO_FORMATS) & set(formats):
+        formats.append("int8")
+    _heavy_imports()
+    from edge_export.export import export_run, report_markdown
+
+    entries = export_run(
+        run,
+        clients,
+        formats,
+        out,
+        progress=progress,
+        micro=args.micro,
+        qat_epochs=args.qat_epochs,
+        qat_learning_rate=args.qat_lr,
+        input_scaling=args.input_scaling,
+        logit_range=args.logit_range,
+    )
+    print(report_markdown(entries), end="")
     return 0
+
+
+def _heavy_imports() -> None:
+    """Import TensorFlow (after :func:`quiet_environment`) and quiet its Python logging."""
+    from edge_export.quiet import native_output, quiet_python_logging
+
+    with native_output():  # TF's import-time lines that no log level reaches
+        import tensorflow  # noqa: F401
+    quiet_python_logging()
+
+
+def check_out(out: str | os.PathLike) -> Path:
+    """``--out`` as a path, if it is a folder or can be created as one, and is writable.
+
+    Creates nothing: the export creates the folder when it writes its first file.
+    """
+    path = Path(out)
+    hint = "pass a folder path (it is created if missing)"
+    if path.exists() and not path.is_dir():
+        raise DataError(f"--out {path} is a file, not a folder; {hint}")
+    existing = path
+    while not (existing.exists() or existing.is_symlink()):
+        existing = existing.parent
+    if not existing.is_dir():
+        raise DataError(f"--out {path}: {existing} is a file, so the folder cannot be made; {hint}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "the folder" if existing == path else f"{existing}, where it would be made,"
+        raise DataError(f"--out {path}: {where} is not writable; pass a folder you can write to")
+    return path
+
+
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _os_error(err: OSError, out: str) -> str | None:
+    """One line for an operating-system error while exporting; ``None``: not the user's."""
+    reason = err.strerror or str(err)
+    if err.filename is None:
+        if err.errno in _WRITE_ERRORS:
+            return f"cannot write into --out {out} ({reason}); free space or pass another --out"
+        return None
+    name = Path(os.fsdecode(err.filename))
+    if name.absolute().is_relative_to(Path(out).absolute()):
+        return f"cannot write {name} ({reason}); pass a writable --out"
+    return f"{name}: {reason}; check that path and its permissions"
 
 
 if __name__ == "__main__":

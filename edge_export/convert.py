@@ -7,20 +7,11 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 
+from edge_export.formats import FORMATS
+from edge_export.quiet import native_output
 from fedprune.errors import ConfigError
 
-FORMATS = (
-    "float32",
-    "float16",
-    "dynamic",
-    "int8",
-    "float32-sparse",
-    "int8-sparse",
-    "int8-qat",
-    "int8-qat-sparse",
-    "int16x8",
-)
-
+__all__ = ["FORMATS", "INTEGER_OPS", "sparse_tensors", "to_tflite"]
 
 INTEGER_OPS = {  # full-integer formats: the op set and the input/output type
     "int8": (tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.int8),
@@ -85,7 +76,8 @@ def to_tflite(model: tf.keras.Model, fmt: str, representative_x: np.ndarray | No
         converter.target_spec.supported_ops = [ops]
         converter.inference_input_type = io_type
         converter.inference_output_type = io_type
-    return converter.convert()
+    with native_output():  # the quantizer prints "fully_quantize: ..." to fd 2
+        return converter.convert()
 
 
 def sparse_tensors(model_content: bytes) -> list[str]:

@@ -21,22 +21,21 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from edge_export.convert import sparse_tensors, to_tflite
+from edge_export.formats import MICRO_FORMATS
 from edge_export.micro import export_micro, quantize_input
 from edge_export.prepare import Prepared, device_normalization, prepare_for_format
 from edge_export.qat import quantization_aware_finetune
+from edge_export.quiet import native_output
 from edge_export.run_models import RunModels
 from edge_export.verify import runtime_loads, verify
 from fedprune.data.partition import ClientData
 
-MICRO_FORMATS = (
-    "int8",
-    "int8-qat",
-    "int16x8",
-)  # TFLite Micro reads neither float16 nor sparse tensors
+__all__ = ["MICRO_FORMATS", "export_run", "report_markdown", "summary_markdown"]
 
 
 def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes, prepared: Prepared) -> dict:
-    interpreter = tf.lite.Interpreter(model_content=content)
+    with native_output():
+        interpreter = tf.lite.Interpreter(model_content=content)
     inp = interpreter.get_input_details()[0]
     out = interpreter.get_output_details()[0]
     client = run.client(client_id)
@@ -109,35 +108,38 @@ def export_run(
     format is compared with the client's trained Keras model.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     entries = []
-    bar = tqdm(total=len(clients) * len(formats), desc="export", unit="file", disable=not progress)
-    for client_id in clients:
-        client = run.client(client_id)
-        trained = _reference(run.keras(client_id), client)
-        qat = None
-        for fmt in formats:
-            if "-qat" in fmt and qat is None:
-                seed = int(run.config.get("seed", 0)) * 1000 + client_id
-                tuned = quantization_aware_finetune(
-                    trained.model, client.x_train, client.y_train,
-                    epochs=qat_epochs, learning_rate=qat_learning_rate, seed=seed,
-                )  # fmt: skip
-                qat = _reference(tuned, client)
-            if "-qat" in fmt:
-                aware = {"epochs": qat_epochs, "learning_rate": qat_learning_rate}
-                prepared = Prepared(qat.model)
-                entry = _export_one(run, client_id, fmt, prepared, qat, trained, out, aware)
-            else:
-                prepared = prepare_for_format(
-                    trained.model, fmt, client.x_train, input_scaling, logit_range
-                )
-                entry = _export_one(run, client_id, fmt, prepared, trained, trained, out)
-            if micro and fmt in MICRO_FORMATS:
-                entry.update(_micro(out, entry, client, prepared))
-            entries.append(entry)
-            bar.update()
-    bar.close()
+    # the bar is closed (its line ended) before an error or interrupt is reported; nothing
+    # is written before the first client's model is built (a bad checkpoint fails first)
+    with tqdm(
+        total=len(clients) * len(formats), desc="export", unit="file", disable=not progress
+    ) as bar:
+        for client_id in clients:
+            client = run.client(client_id)
+            trained = _reference(run.keras(client_id), client)
+            qat = None
+            for fmt in formats:
+                if "-qat" in fmt and qat is None:
+                    seed = int(run.config.get("seed", 0)) * 1000 + client_id
+                    tuned = quantization_aware_finetune(
+                        trained.model, client.x_train, client.y_train,
+                        epochs=qat_epochs, learning_rate=qat_learning_rate, seed=seed,
+                    )  # fmt: skip
+                    qat = _reference(tuned, client)
+                if "-qat" in fmt:
+                    aware = {"epochs": qat_epochs, "learning_rate": qat_learning_rate}
+                    prepared = Prepared(qat.model)
+                    entry = _export_one(run, client_id, fmt, prepared, qat, trained, out, aware)
+                else:
+                    prepared = prepare_for_format(
+                        trained.model, fmt, client.x_train, input_scaling, logit_range
+                    )
+                    entry = _export_one(run, client_id, fmt, prepared, trained, trained, out)
+                if micro and fmt in MICRO_FORMATS:
+                    entry.update(_micro(out, entry, client, prepared))
+                entries.append(entry)
+                bar.update()
+    out.mkdir(parents=True, exist_ok=True)
     (out / "export_report.json").write_text(json.dumps(entries, indent=2) + "\n")
     (out / "export_report.md").write_text(report_markdown(entries))
     return entries

@@ -1,19 +1,24 @@
-"""The Keras models of a finished run directory, per client, with the client's data."""
+"""The Keras models of a finished run directory, per client, with the client's data.
+
+Reading the run and its data imports no TensorFlow: the command line checks everything
+before the heavy imports.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
 
+from edge_export.run_files import CLUSTERS, RETRAIN, RunFiles, parse_clients, read_run
 from fedprune.data.partition import ClientData, FederatedData
 from fedprune.data.registry import load_federated
 from fedprune.errors import ConfigError, DataError
-from fedprune.models.cnn1d import build_har_cnn
-from fedprune.runs import CONFIG, RunDir
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +42,19 @@ class RunModels:
         return 1.0 - sum(int(np.count_nonzero(k)) for k in kernels) / sum(k.size for k in kernels)
 
     def keras(self, client_id: int) -> tf.keras.Model:
+        """The client's model in Keras (imports TensorFlow)."""
+        from fedprune.models.cnn1d import build_har_cnn
+
         model = build_har_cnn(self.data.input_shape, self.data.num_classes)
-        model.set_weights(self.weights[client_id])
+        try:
+            model.set_weights(self.weights[client_id])
+        except ValueError as err:  # another architecture's (or a damaged file's) weights
+            file = self.path / self.source.split(" ")[0]
+            reason = " ".join(str(err).split())
+            raise DataError(
+                f"{file}: its weights do not fit the {self.data.name} model ({reason}); "
+                f"{RETRAIN}"
+            ) from None
         return model
 
     def client(self, client_id: int) -> ClientData:
@@ -46,76 +62,56 @@ class RunModels:
 
 
 def load_run(
-    path: str | Path, data_dir: str | Path | None = None, ft_epochs: int | None = None
+    path: str | Path,
+    data_dir: str | Path | None = None,
+    ft_epochs: int | None = None,
+    files: RunFiles | None = None,
 ) -> RunModels:
-    """Read ``config.json`` and the final per-client models of a finished run.
+    """The final per-client models of a finished run, with the run's client data.
 
     FedAvg runs deploy their global model to every client; CA-AFP, its baselines and ClusterFL
     deploy each client's personal model after ``ft_epochs`` epochs of fine-tuning (default:
-    the longest the run has).
+    the longest the run has). ``files`` are the run's files if already read
+    (:func:`edge_export.run_files.read_run`); a missing or damaged file is a
+    :class:`DataError` naming it. Imports no TensorFlow (only :meth:`RunModels.keras` does).
     """
-    path = Path(path)
-    if not (path / CONFIG).exists():
-        raise DataError(f"{path} is not a fedprune run directory (no {CONFIG})")
-    config = json.loads((path / CONFIG).read_text())
-    run = RunDir(path, config)
-    if not run.finished:
-        raise DataError(f"{path}: the run has not finished (no summary.json); run it to the end")
-    checkpoint = run.load_checkpoint()
-    if checkpoint is None:
-        raise DataError(f"{path}: checkpoint.npz is missing")
-    _, arrays, _ = checkpoint
+    files = files if files is not None else read_run(path, ft_epochs)
+    if files.fedcref:
+        raise ConfigError(f"{files.path}: a FedCRef run; its autoencoders are exported apart")
+    config = files.config
     data = load_federated(
         config["dataset"], config["seed"], data_dir, config.get("standardize", False)
     )
-    method = config.get("method")
-    if method == "fedavg":
-        shared = [np.asarray(a) for a in arrays["trainable"]]
-        weights = {c.client_id: shared for c in data.clients}
-        return RunModels(path, config, data, weights, "checkpoint.npz (global model)")
-    if "ft_epochs" in config:  # CA-AFP, its baselines, ClusterFL: fine-tuned personal models
-        return _personal_models(path, config, data, ft_epochs)
-    raise ConfigError(f"{path}: runs of method {method!r} cannot be exported yet")
-
-
-def _personal_models(
-    path: Path, config: dict, data: FederatedData, ft_epochs: int | None
-) -> RunModels:
-    available = sorted(int(e) for e in config["ft_epochs"])
-    e = max(available) if ft_epochs is None else ft_epochs
-    if e not in available:
-        raise ConfigError(f"{path}: no personal models after {e} epochs; the run has {available}")
-    with np.load(path / f"personal_ft{e}.npz", allow_pickle=False) as personal:
-        n_weights = sum(
-            1 for k in personal.files if k.startswith(f"client{data.clients[0].client_id}_")
+    if files.shared is not None:
+        weights = {c.client_id: files.shared for c in data.clients}
+        return RunModels(files.path, config, data, weights, files.source)
+    personal = files.personal or {}
+    lacking = [c.client_id for c in data.clients if c.client_id not in personal]
+    if lacking:
+        raise DataError(
+            f"{files.path / files.source} has no model of client(s) {lacking}; pass the "
+            f"--data-dir the run was trained on, or {RETRAIN}"
         )
-        weights = {
-            c.client_id: [personal[f"client{c.client_id}_{i}"] for i in range(n_weights)]
+    weights = {c.client_id: personal[c.client_id] for c in data.clients}
+    kernel_masks = None
+    if files.masks is not None and files.clusters is not None:
+        unassigned = [c.client_id for c in data.clients if c.client_id not in files.clusters]
+        if unassigned:
+            raise DataError(
+                f"{files.path / CLUSTERS} assigns no cluster to client(s) {unassigned}; {RETRAIN}"
+            )
+        kernel_masks = {
+            c.client_id: [m.astype(np.float32) for m in files.masks[files.clusters[c.client_id]]]
             for c in data.clients
         }
-    kernel_masks = None
-    if (path / "masks.npz").exists():  # pruned methods: each client's cluster mask
-        clusters = json.loads((path / "clusters.json").read_text())
-        with np.load(path / "masks.npz", allow_pickle=False) as masks:
-            n_kernels = sum(1 for k in masks.files if k.startswith("cluster0_"))
-            kernel_masks = {
-                c.client_id: [
-                    masks[f"cluster{clusters[str(c.client_id)]}_{i}"].astype(np.float32)
-                    for i in range(n_kernels)
-                ]
-                for c in data.clients
-            }
-    return RunModels(path, config, data, weights, f"personal_ft{e}.npz", kernel_masks)
+    return RunModels(files.path, config, data, weights, files.source, kernel_masks)
 
 
 def select_clients(run: RunModels, spec: str) -> list[int]:
     """Client ids from ``all`` or a comma-separated list; unknown ids are an error."""
-    if spec == "all":
+    ids = parse_clients(spec)
+    if ids is None:
         return sorted(run.weights)
-    try:
-        ids = [int(s) for s in spec.split(",") if s.strip()]
-    except ValueError:
-        raise ConfigError(f"--clients must be 'all' or comma-separated ids, got {spec!r}") from None
     for i in ids:
         run.client(i)  # raises with the list of valid ids
     return ids

@@ -8,6 +8,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from edge_export.quiet import native_output
+
 
 @dataclasses.dataclass(frozen=True)
 class Verification:
@@ -26,8 +28,9 @@ def runtime_loads(model_content: bytes) -> bool | None:
         from tflite_runtime.interpreter import Interpreter
     except ImportError:
         return None
-    interpreter = Interpreter(model_content=model_content)
-    interpreter.allocate_tensors()
+    with native_output():
+        interpreter = Interpreter(model_content=model_content)
+        interpreter.allocate_tensors()
     inp = interpreter.get_input_details()[0]
     interpreter.set_tensor(inp["index"], np.zeros(inp["shape"], inp["dtype"]))
     interpreter.invoke()
@@ -63,10 +66,11 @@ def run_tflite(
         if reference_kernels
         else tf.lite.experimental.OpResolverType.AUTO
     )
-    interpreter = tf.lite.Interpreter(
-        model_content=model_content, num_threads=1, experimental_op_resolver_type=resolver
-    )
-    interpreter.allocate_tensors()
+    with native_output():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+        interpreter = tf.lite.Interpreter(
+            model_content=model_content, num_threads=1, experimental_op_resolver_type=resolver
+        )
+        interpreter.allocate_tensors()
     inp = interpreter.get_input_details()[0]
     out = interpreter.get_output_details()[0]
     probs, times = [], []
