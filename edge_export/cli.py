@@ -7,7 +7,7 @@ checked without it (the run's files, the formats, the client list, the data, a w
 ``--out``) is checked before the heavy imports, so a bad input is one line within seconds and
 nothing is written. Any problem is one line ``edge-export: error: <what>; <fix>`` (exit 2),
 Ctrl-C one line ``edge-export: interrupted`` (exit 130). TensorFlow's log lines are left out
-unless ``--verbose`` (:mod:`edge_export.quiet`).
+unless ``--verbose`` (:mod:`fedprune.quiet`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from edge_export.formats import (
     DEFAULT_FORMATS,
     FORMATS,
 )
-from edge_export.quiet import quiet_environment
 from fedprune.errors import DataError, FedpruneError
+from fedprune.quiet import quiet_environment
 
 PROG = "edge-export"
 
@@ -192,7 +192,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _heavy_imports() -> None:
     """Import TensorFlow (after :func:`quiet_environment`) and quiet its Python logging."""
-    from edge_export.quiet import native_output, quiet_python_logging
+    from fedprune.quiet import native_output, quiet_python_logging
 
     with native_output():  # TF's import-time lines that no log level reaches
         import tensorflow  # noqa: F401

@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from edge_export.formats import FORMATS
-from edge_export.quiet import native_output
 from fedprune.errors import ConfigError
+from fedprune.quiet import native_output
 
 __all__ = ["FORMATS", "INTEGER_OPS", "sparse_tensors", "to_tflite"]
 

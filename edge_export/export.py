@@ -25,10 +25,10 @@ from edge_export.formats import MICRO_FORMATS
 from edge_export.micro import export_micro, quantize_input
 from edge_export.prepare import Prepared, device_normalization, prepare_for_format
 from edge_export.qat import quantization_aware_finetune
-from edge_export.quiet import native_output
 from edge_export.run_models import RunModels
 from edge_export.verify import runtime_loads, verify
 from fedprune.data.partition import ClientData
+from fedprune.quiet import native_output
 
 __all__ = ["MICRO_FORMATS", "export_run", "report_markdown", "summary_markdown"]
 

@@ -109,8 +109,8 @@ def quantize_input(model_content: bytes, x: np.ndarray) -> np.ndarray:
     """``x`` quantized with the model's integer input type, scale and zero point."""
     import tensorflow as tf
 
-    from edge_export.quiet import native_output
     from edge_export.verify import quantize
+    from fedprune.quiet import native_output
 
     with native_output():
         details = tf.lite.Interpreter(model_content=model_content).get_input_details()[0]

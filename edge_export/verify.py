@@ -8,7 +8,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from edge_export.quiet import native_output
+from fedprune.quiet import native_output
 
 
 @dataclasses.dataclass(frozen=True)

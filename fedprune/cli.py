@@ -85,9 +85,28 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="HOST:PORT",
-        help="a TFF worker_binary started on another host (repeatable)",
+        help="a `fedprune worker` on another host (repeatable); needs --tls-ca/--tls-cert/"
+        "--tls-key, or --insecure-remote",
+    )
+    parser.add_argument("--tls-ca", metavar="PEM", help="CA that signed the remote workers' certs")
+    parser.add_argument("--tls-cert", metavar="PEM", help="client certificate for remote workers")
+    parser.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
+    parser.add_argument(
+        "--insecure-remote",
+        action="store_true",
+        help="allow plain-text --remote-worker (unauthenticated, unencrypted)",
+    )
+    parser.add_argument(
+        "--remote-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds a remote worker may take to answer (10)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden)"
+    )
 
 
 def _add_pipeline_args(parser: argparse.ArgumentParser) -> None:
@@ -228,6 +247,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="fine-tuning epochs reported (3,25)",
     )
 
+    worker = commands.add_parser(
+        "worker",
+        help="serve a TFF worker to other hosts, behind mutual TLS",
+        description="Runs a sandboxed TFF worker reachable only through mutual TLS on "
+        "BIND:PORT; fedprune uses it with --remote-worker HOST:PORT --tls-ca/--tls-cert/"
+        "--tls-key (README 'Remote workers').",
+    )
+    worker.add_argument("--port", type=int, required=True, help="TLS port (0: any free port)")
+    worker.add_argument("--tls-cert", required=True, metavar="PEM", help="server certificate")
+    worker.add_argument("--tls-key", required=True, metavar="PEM", help="its private key")
+    worker.add_argument(
+        "--client-ca", required=True, metavar="PEM", help="CA that must sign client certificates"
+    )
+    worker.add_argument("--bind", default=None, metavar="ADDR", help="address (default: all)")
+    worker.add_argument("--log", default=None, metavar="FILE", help="TFF worker log file")
+
     reproduce = commands.add_parser("reproduce", help="regenerate a table of a paper")
     targets = reproduce.add_subparsers(dest="target", required=True)
     table2 = targets.add_parser(
@@ -271,8 +306,10 @@ def _data_stats(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hides cuDNN/cuFFT registration noise
-    from fedprune.engine import execution
+    from fedprune.quiet import quiet_environment, quiet_python_logging
+    from fedprune.runs import check_out_dir, removed_unless_started
+
+    quiet_environment(args.verbose)  # before TensorFlow is imported
 
     common = dict(
         dataset=args.dataset,
@@ -301,16 +338,35 @@ def _train(args: argparse.Namespace) -> None:
         overrides = {k: getattr(args, k) for k in PIPELINE_OPTIONS if getattr(args, k) is not None}
         dataset = common.pop("dataset")
         config = factory(dataset, **common, **overrides).resolved()
+    quiet_python_logging()
+    check_out_dir(args.out)
+    with removed_unless_started(args.out):
+        _install_and_run(args, config, runner)
+
+
+def _install_and_run(args: argparse.Namespace, config: object, runner: object) -> None:
+    """Start the TFF workers, train, stop the workers; print the summary."""
+    from fedprune.engine import execution
+
     execution.install(
         num_local_workers=args.workers if not args.remote_worker else 0,
         remote_workers=tuple(args.remote_worker),
         log_dir=os.path.join(args.out, "tff-logs"),
+        remote_tls=execution.RemoteTLS.from_options(args.tls_ca, args.tls_cert, args.tls_key),
+        insecure_remote=args.insecure_remote,
+        remote_timeout=args.remote_timeout,
     )
     try:
         summary = runner(config, args.out, args.data_dir, progress=not args.no_progress)
     finally:
         execution.shutdown()
     print(json.dumps(_brief(summary), indent=2))
+
+
+def _worker(args: argparse.Namespace) -> None:
+    from fedprune.engine import remote_worker  # standard library only: no TensorFlow here
+
+    remote_worker.serve(args.port, args.tls_cert, args.tls_key, args.client_ca, args.bind, args.log)
 
 
 def _brief(summary: dict) -> dict:
@@ -322,6 +378,13 @@ def _brief(summary: dict) -> dict:
             for e, r in brief["finetune"].items()
         }
     return brief
+
+
+def _close_progress_bars() -> None:
+    """End any live tqdm bar's line, so that the message after it starts on its own line."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ()) or ()):
+        bar.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -337,10 +400,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             _train(args)
         elif args.command == "reproduce":
             _reproduce(args)
+        elif args.command == "worker":
+            _worker(args)
     except FedpruneError as err:
+        _close_progress_bars()
         print(f"fedprune: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # e.g. a full disk or a permission denied while writing the run
+        _close_progress_bars()
+        print(f"fedprune: error: {err}; fix that and run the same command again", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
+        _close_progress_bars()
         print("fedprune: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
     return 0

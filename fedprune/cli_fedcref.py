@@ -76,15 +76,20 @@ def add_train_parser(train: argparse._SubParsersAction) -> None:
     add("--seed", type=int, default=0, help="seed of the system, initial clusters, models (0)")
     add("--out", required=True, help="run directory, e.g. runs/NAME")
     add("--no-progress", action="store_true", help="hide the progress bar")
+    add("--verbose", action="store_true", help="show TensorFlow's own log lines (hidden)")
 
 
 def run_train(args: argparse.Namespace) -> None:
     """Run (or resume) one FedCRef experiment and print its summary."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from fedprune.quiet import quiet_environment, quiet_python_logging
+
+    quiet_environment(args.verbose)  # before TensorFlow is imported
     from fedprune.algorithms.fedcref import FedCRefConfig
     from fedprune.algorithms.fedcref.experiment import SystemConfig, run_fedcref_experiment
     from fedprune.engine import execution
     from fedprune.runs import check_out_dir, removed_unless_started
+
+    quiet_python_logging()
 
     system = SystemConfig(
         dataset=args.dataset,

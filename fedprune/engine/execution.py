@@ -3,103 +3,208 @@
 TFF's default local context starts a C++ ``worker_binary`` lazily, lets it inherit the
 caller's stdout/stderr, and only stops it from a ``__del__`` that may never run: in a
 pipeline (``| tee``, CI) the orphaned worker keeps the pipe open and the command never ends.
-Here every worker
+And ``worker_binary`` listens on every interface with neither authentication nor encryption:
+whoever reaches its port runs TensorFlow graphs as the user. Here every local worker
 
 * is started eagerly, from the main thread, by :func:`install`;
+* runs in a private user + network namespace and is reached through a Unix socket only this
+  user can open (:mod:`fedprune.engine.worker_process`); where the kernel forbids that, it is
+  the plain worker and one ``fedprune: note:`` line on stderr says so;
 * writes its output to a log file (never to the caller's stdout/stderr);
-* gets ``PR_SET_PDEATHSIG = SIGKILL``, so the kernel kills it if Python dies for any reason;
-* is stopped (SIGTERM, then SIGKILL) at interpreter exit and by :func:`shutdown`.
+* dies with Python (``PR_SET_PDEATHSIG``), and is stopped at interpreter exit and by
+  :func:`shutdown`.
 
-Several workers (``num_local_workers > 1``, or ``remote_workers`` as ``host:port`` of
-``worker_binary`` processes started elsewhere) are driven by TFF's mergeable-computation
-context, which splits the clients of a round across them and merges the aggregates.
+Remote workers (``remote_workers`` as ``HOST:PORT``) are ``fedprune worker`` processes on
+other hosts (:mod:`fedprune.engine.remote_worker`), reached with mutual TLS (:class:`RemoteTLS`).
+A plain-text remote target is refused unless ``insecure_remote`` is set. Each remote worker is
+probed first (TCP, TLS and the HTTP/2 answer, bounded by ``remote_timeout``), so an
+unreachable or refusing worker fails with one line naming it and the fix.
+
+Several workers (``num_local_workers > 1``, or remote ones) are driven by TFF's
+mergeable-computation context, which splits the clients of a round across them and merges the
+aggregates.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
-import signal
-import subprocess
+import socket
+import ssl
+import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-import portpicker
 import tensorflow_federated as tff
+
+from fedprune.engine.worker_process import WorkerError, WorkerProcess, worker_binary_path
+from fedprune.errors import ConfigError
+
+__all__ = [
+    "RemoteTLS",
+    "WorkerError",
+    "install",
+    "running_pids",
+    "shutdown",
+    "worker_binary_path",
+]
 
 _GRPC_OPTIONS = [
     ("grpc.max_message_length", 2_000_000_000),
     ("grpc.max_receive_message_length", 2_000_000_000),
     ("grpc.max_send_message_length", 2_000_000_000),
 ]
-_PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
+# An HTTP/2 client connection preface and an empty SETTINGS frame: a TFF worker (gRPC server)
+# answers with its own SETTINGS, which proves the whole path up to the worker works.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 _lock = threading.Lock()
-_workers: list[Worker] = []
+_workers: list[WorkerProcess] = []
 
 
-def worker_binary_path() -> Path:
-    """The C++ worker shipped inside the tensorflow-federated wheel."""
-    path = Path(tff.__file__).parent / "data" / "worker_binary"
-    if not path.is_file():
-        raise RuntimeError(f"TFF worker binary not found at {path}; reinstall tensorflow-federated")
-    return path
+@dataclass(frozen=True)
+class RemoteTLS:
+    """Mutual TLS for remote workers: PEM paths of the CA that signed the workers'
+    certificates (``--tls-ca``) and of this client's certificate and key (``--tls-cert``,
+    ``--tls-key``, signed by the CA the workers were given as ``--client-ca``)."""
 
+    ca: str
+    cert: str
+    key: str
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    @classmethod
+    def from_options(cls, ca: str | None, cert: str | None, key: str | None) -> RemoteTLS | None:
+        """The command-line options as one value: None if none is given, else all three."""
+        given = {"--tls-ca": ca, "--tls-cert": cert, "--tls-key": key}
+        if not any(given.values()):
+            return None
+        missing = [flag for flag, value in given.items() if not value]
+        if missing:
+            raise ConfigError(
+                f"--tls-ca, --tls-cert and --tls-key go together; also give {', '.join(missing)}"
+            )
+        return cls(str(ca), str(cert), str(key))
 
+    def _read(self) -> tuple[bytes, bytes, bytes]:
+        out = []
+        for flag, path in (
+            ("--tls-ca", self.ca),
+            ("--tls-cert", self.cert),
+            ("--tls-key", self.key),
+        ):
+            try:
+                out.append(Path(path).read_bytes())
+            except OSError as err:
+                raise ConfigError(f"cannot read {flag} {path} ({err.strerror or err})") from None
+        return out[0], out[1], out[2]
 
-class Worker:
-    """One local ``worker_binary`` process serving TFF's executor service on a port."""
+    def ssl_context(self) -> ssl.SSLContext:
+        """A Python TLS client context with the same trust and identity as the gRPC channel."""
+        self._read()  # one clear error for a missing file
+        ctx = ssl.create_default_context(cafile=self.ca)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            ctx.load_cert_chain(self.cert, self.key)
+        except ssl.SSLError as err:
+            raise ConfigError(
+                f"cannot load --tls-cert {self.cert} with --tls-key {self.key} ({err}); "
+                "give a PEM certificate and its matching PEM private key"
+            ) from None
+        ctx.set_alpn_protocols(["h2"])
+        return ctx
 
-    def __init__(self, log_path: Path, max_concurrent_calls: int = -1):
-        self.port = portpicker.pick_unused_port()
-        self.log_path = log_path
-        self._log = open(log_path, "ab")
-        self.process = subprocess.Popen(
-            [
-                str(worker_binary_path()),
-                f"--port={self.port}",
-                f"--max_concurrent_computation_calls={max_concurrent_calls}",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            close_fds=True,
-            preexec_fn=_die_with_parent,
+    def credentials(self) -> grpc.ChannelCredentials:
+        """gRPC channel credentials: verify the worker against ``ca``, present ``cert``."""
+        ca, cert, key = self._read()
+        return grpc.ssl_channel_credentials(
+            root_certificates=ca, private_key=key, certificate_chain=cert
         )
 
-    @property
-    def target(self) -> str:
-        return f"localhost:{self.port}"
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Terminate the process and wait for it; idempotent."""
-        if self.process.poll() is None:
-            self.process.terminate()
+def _split_target(target: str) -> tuple[str, int]:
+    host, sep, port = target.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"--remote-worker {target!r}: expected HOST:PORT, e.g. node2:8443")
+    return host, int(port)
+
+
+def _probe_remote(target: str, tls: RemoteTLS | None, timeout: float) -> None:
+    """Connect, handshake and hear the worker's HTTP/2 answer, or raise one clear WorkerError."""
+    host, port = _split_target(target)
+    start_hint = "is `fedprune worker` running there, and is the port open?"
+    deadline = time.monotonic() + timeout
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except socket.gaierror as err:
+        raise WorkerError(f"remote TFF worker {target}: unknown host ({err.strerror})") from None
+    except TimeoutError:
+        raise WorkerError(
+            f"remote TFF worker {target} did not answer in {timeout:g}s; {start_hint}"
+        ) from None
+    except OSError as err:
+        raise WorkerError(
+            f"cannot reach remote TFF worker {target} ({err.strerror or err}); {start_hint}"
+        ) from None
+    try:
+        if tls is not None:
             try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
+                sock = tls.ssl_context().wrap_socket(sock, server_hostname=host)
+            except ssl.SSLCertVerificationError as err:
+                raise WorkerError(
+                    f"remote TFF worker {target}: its certificate does not verify against "
+                    f"--tls-ca {tls.ca} ({err.verify_message}); the worker's --tls-cert must be "
+                    f"signed by that CA and name {host}"
+                ) from None
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        sock.sendall(_H2_HELLO)
+        answer = sock.recv(9)
+    except ssl.SSLError as err:
+        if tls is not None and "ALERT" in (err.reason or ""):
+            raise WorkerError(
+                f"remote TFF worker {target} refused our certificate ({err.reason}); "
+                f"--tls-cert {tls.cert} must be signed by the worker's --client-ca"
+            ) from None
+        raise WorkerError(
+            f"TLS with remote TFF worker {target} failed ({err.reason or err}); is it a "
+            "`fedprune worker` (mutual TLS), and not a plain worker_binary?"
+        ) from None
+    except TimeoutError:
+        raise WorkerError(
+            f"remote TFF worker {target} did not answer in {timeout:g}s; {start_hint}"
+        ) from None
+    except OSError as err:
+        raise WorkerError(
+            f"remote TFF worker {target} closed the connection ({err.strerror or err}); "
+            "see its stderr"
+        ) from None
+    finally:
+        sock.close()
+    if not answer:
+        raise WorkerError(
+            f"remote TFF worker {target} closed the connection; "
+            + ("see its stderr" if tls is not None else "is it a plain worker_binary?")
+        )
 
 
 def _wait_ready(stub: tff.framework.RemoteExecutorGrpcStub, what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not stub.is_ready:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"TFF worker at {what} did not become ready in {timeout:.0f}s")
-        time.sleep(0.05)
+            raise WorkerError(f"TFF worker at {what} did not become ready in {timeout:g}s")
+        time.sleep(0.01)
 
 
-def _executor_factory(target: str, timeout: float) -> tff.framework.ExecutorFactory:
-    channel = grpc.insecure_channel(target, _GRPC_OPTIONS)
+def _executor_factory(
+    target: str, timeout: float, credentials: grpc.ChannelCredentials | None = None
+) -> tff.framework.ExecutorFactory:
+    if credentials is None:
+        channel = grpc.insecure_channel(target, _GRPC_OPTIONS)
+    else:
+        channel = grpc.secure_channel(target, credentials, _GRPC_OPTIONS)
     stub = tff.framework.RemoteExecutorGrpcStub(channel)
     _wait_ready(stub, target, timeout)
 
@@ -120,39 +225,89 @@ def _context_kwargs() -> dict:
     )
 
 
+def _check_remote(
+    remote_workers: tuple[str, ...], remote_tls: RemoteTLS | None, insecure_remote: bool
+) -> None:
+    for target in remote_workers:
+        _split_target(target)
+    if not remote_workers:
+        return
+    if remote_tls is None and not insecure_remote:
+        raise ConfigError(
+            f"remote TFF worker {remote_workers[0]} would be used in plain text; give --tls-ca, "
+            "--tls-cert and --tls-key (README 'Remote workers'), or --insecure-remote"
+        )
+    if remote_tls is None:
+        print(
+            f"fedprune: note: remote TFF worker(s) {', '.join(remote_workers)} used in plain text "
+            "(--insecure-remote): anyone on the network path can read the models and run "
+            "TensorFlow graphs there",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        remote_tls.ssl_context()  # missing or unreadable files fail before anything starts
+
+
 def install(
     num_local_workers: int = 1,
     remote_workers: tuple[str, ...] = (),
     log_dir: str | os.PathLike | None = None,
     ready_timeout: float = 60.0,
+    remote_tls: RemoteTLS | None = None,
+    insecure_remote: bool = False,
+    remote_timeout: float = 10.0,
 ) -> list[str]:
     """Start workers and make them TFF's default execution context; returns their targets.
 
     Calling it again replaces the previous workers. Logs go to ``log_dir`` (default: a
-    temporary directory) as ``worker-<i>.log``.
+    temporary directory) as ``worker-<i>.log``. Local workers get ``ready_timeout`` seconds to
+    start; each remote worker must answer within ``remote_timeout`` seconds, over mutual TLS
+    with ``remote_tls`` (plain text only with ``insecure_remote``).
     """
     if num_local_workers < 0 or (num_local_workers == 0 and not remote_workers):
         raise ValueError("need at least one local or remote TFF worker")
+    remote_workers = tuple(remote_workers)
+    _check_remote(remote_workers, remote_tls, insecure_remote)
     with _lock:
         _stop_all()
-        log_root = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fedprune-tff-"))
-        log_root.mkdir(parents=True, exist_ok=True)
-        for i in range(num_local_workers):
-            _workers.append(Worker(log_root / f"worker-{i}.log"))
-        targets = [w.target for w in _workers] + list(remote_workers)
-        factories = [_executor_factory(t, ready_timeout) for t in targets]
-        if len(factories) == 1:
-            context = tff.framework.SyncExecutionContext(
-                executor_fn=factories[0], **_context_kwargs()
-            )
-        else:
-            async_contexts = [
-                tff.framework.AsyncExecutionContext(executor_fn=f, **_context_kwargs())
-                for f in factories
-            ]
-            context = tff.backends.native.create_mergeable_comp_execution_context(async_contexts)
-        tff.framework.set_default_context(context)
-        return targets
+        try:
+            return _install(
+                num_local_workers, remote_workers, log_dir, ready_timeout, remote_tls,
+                remote_timeout,
+            )  # fmt: skip
+        except BaseException:
+            _stop_all()
+            raise
+
+
+def _install(
+    num_local_workers: int,
+    remote_workers: tuple[str, ...],
+    log_dir: str | os.PathLike | None,
+    ready_timeout: float,
+    remote_tls: RemoteTLS | None,
+    remote_timeout: float,
+) -> list[str]:
+    log_root = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fedprune-tff-"))
+    log_root.mkdir(parents=True, exist_ok=True)
+    for i in range(num_local_workers):
+        _workers.append(WorkerProcess(log_root / f"worker-{i}.log", start_timeout=ready_timeout))
+    factories = [_executor_factory(w.target, ready_timeout) for w in _workers]
+    credentials = remote_tls.credentials() if remote_tls is not None else None
+    for target in remote_workers:
+        _probe_remote(target, remote_tls, remote_timeout)
+        factories.append(_executor_factory(target, remote_timeout, credentials))
+    if len(factories) == 1:
+        context = tff.framework.SyncExecutionContext(executor_fn=factories[0], **_context_kwargs())
+    else:
+        async_contexts = [
+            tff.framework.AsyncExecutionContext(executor_fn=f, **_context_kwargs())
+            for f in factories
+        ]
+        context = tff.backends.native.create_mergeable_comp_execution_context(async_contexts)
+    tff.framework.set_default_context(context)
+    return [w.target for w in _workers] + list(remote_workers)
 
 
 def _stop_all() -> None:
@@ -167,8 +322,9 @@ def shutdown() -> None:
 
 
 def running_pids() -> list[int]:
-    """Process ids of this process's live workers."""
-    return [w.process.pid for w in _workers if w.process.poll() is None]
+    """Process ids of this process's live worker processes: each ``worker_binary`` and, when
+    sandboxed, the forwarder in front of it."""
+    return [pid for w in _workers for pid in w.pids()]
 
 
 atexit.register(shutdown)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,13 +19,14 @@ CHILD = textwrap.dedent(
     import tensorflow_federated as tff
     from fedprune.engine import execution
 
-    execution.install(num_local_workers=int(sys.argv[1]))
+    targets = execution.install(num_local_workers=int(sys.argv[1]))
 
     @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
     def mean(x):
         return tff.federated_mean(x)
 
     print("RESULT", mean([1.0, 2.0, 6.0]), flush=True)
+    print("TARGETS", *targets, flush=True)
     print("PIDS", *execution.running_pids(), flush=True)
     if sys.argv[2] == "hang":
         import time
@@ -58,7 +60,7 @@ def test_piped_run_returns_and_leaves_no_worker(workers):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "RESULT 3.0" in proc.stdout
     pids = _pids(proc.stdout)
-    assert len(pids) == workers
+    assert workers <= len(pids) <= 2 * workers  # each worker_binary, and its sandbox forwarder
     assert all(_gone(pid) for pid in pids)
     assert time.monotonic() - start < 180
 
@@ -71,8 +73,10 @@ def test_worker_dies_when_python_is_killed():
         text=True,
     )
     try:
-        pids = []
+        pids, targets = [], []
         for line in proc.stdout:
+            if line.startswith("TARGETS"):
+                targets = line.split()[1:]
             if line.startswith("PIDS"):
                 pids = _pids(line)
                 break
@@ -84,5 +88,11 @@ def test_worker_dies_when_python_is_killed():
             time.sleep(0.1)
         assert all(_gone(p) for p in pids)
         assert proc.stdout.read() == ""  # EOF: nothing else holds the pipe
+        # a sandboxed worker's private socket directory goes with it
+        sockets = [Path(t.removeprefix("unix:")) for t in targets if t.startswith("unix:")]
+        deadline = time.monotonic() + 5
+        while any(s.parent.exists() for s in sockets) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(s.parent.exists() for s in sockets)
     finally:
         proc.kill()

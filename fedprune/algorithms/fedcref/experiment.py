@@ -114,6 +114,9 @@ def _save_state(run: RunDir, state: FedCRefState) -> None:
             "model_weights": [w for k in keys for w in state.models[k]],
             "community_weights": [w for m in state.community_models for w in m],
             "stop_history": [np.array(state.stop_history, dtype=np.int64).reshape(-1, 2)],
+            # a run interrupted after its last iteration's checkpoint must not train one more
+            # on resume: the stop decision is part of the state
+            "stop": [np.array(state.stop_reason if state.done else "")],
         },
     )
 
@@ -130,6 +133,7 @@ def _load_state(run: RunDir) -> FedCRefState | None:
     if not keys or per_model * len(keys) != len(flat) or len(cw) % per_model:
         raise DataError(f"{run.path}: checkpoint.npz is inconsistent; delete it to start over")
     models = {k: flat[per_model * n : per_model * (n + 1)] for n, k in enumerate(keys)}
+    reason = str(arrays["stop"][0]) if "stop" in arrays else ""  # older checkpoints: not done
     return FedCRefState(
         iteration=iteration,
         assignments=[a.astype(np.int64) for a in arrays["assignments"]],
@@ -137,6 +141,8 @@ def _load_state(run: RunDir) -> FedCRefState | None:
         models=models,
         stop_history=[tuple(map(int, h)) for h in arrays["stop_history"][0]],
         community_models=[cw[i : i + per_model] for i in range(0, len(cw), per_model)],
+        done=bool(reason),
+        stop_reason=reason,
     )
 
 

@@ -8,8 +8,10 @@ few lines that no setting reaches (the converter's ``fully_quantize: ...``, TFLi
 back while a conversion or an interpreter is set up, and writes them out after all if that
 step fails. Python-side TF, Keras and absl logging and warnings are lowered to errors.
 
-Nothing here imports TensorFlow at module level; the library is quiet only after the command
-line called :func:`quiet_environment` (library callers keep TensorFlow's defaults).
+Nothing here imports TensorFlow at module level; the library is quiet only after a command
+line (``fedprune``, ``edge-export``) called :func:`quiet_environment` (library callers keep
+TensorFlow's defaults). The TFF worker processes inherit ``TF_CPP_MIN_LOG_LEVEL``; their logs
+go to ``<run>/tff-logs/`` anyway.
 """
 
 from __future__ import annotations

@@ -1,0 +1,178 @@
+"""Bad input to ``fedprune``: every case exits 2 with exactly one ``error:`` line that names
+what to fix, and leaves nothing behind (no new run directory; an existing run unchanged).
+
+One table: each case is (name, how to prepare it, the command line, a fragment of the error).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedprune.cli import main
+from tests.conftest import har_arrays, write_uci_har
+
+pytestmark = pytest.mark.slow
+
+FEDAVG = ["train", "fedavg", "--dataset", "uci_har", "--rounds", "1", "--clients-per-round", "2"]
+FEDAVG += ["--local-epochs", "1", "--no-progress"]
+CAAFP = ["train", "caafp", "--dataset", "uci_har", "--phases", "1,0,0", "--ft-epochs", "1"]
+CAAFP += ["--no-progress"]
+CLUSTERFL = ["train", "clusterfl", "--dataset", "uci_har", "--rounds", "1", "--no-progress"]
+
+
+def _nothing(tmp: Path, finished: Path) -> None:
+    """No preparation."""
+
+
+def _nan_in_uci_har(tmp: Path, finished: Path) -> None:
+    """The fixture's UCI-HAR with one value replaced by nan (subject 2, channel 0)."""
+    x, y, subject = har_arrays(6, subjects=tuple(range(1, 7)))
+    x[13, 5, 0] = np.nan
+    folder = tmp / "nan-data" / "uci_har"
+    folder.mkdir(parents=True)
+    write_uci_har(folder, x, y, subject)
+
+
+def _file_as_out(tmp: Path, finished: Path) -> None:
+    (tmp / "a-file").write_text("not a directory\n")
+
+
+def _copy_run(damage: Callable[[Path], None]) -> Callable[[Path, Path], None]:
+    def prepare(tmp: Path, finished: Path) -> None:
+        shutil.copytree(finished, tmp / "run")
+        damage(tmp / "run")
+
+    return prepare
+
+
+def _truncate(name: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        data = (run / name).read_bytes()
+        (run / name).write_bytes(data[: len(data) // 2])
+
+    return damage
+
+
+def _unfinished(damage: Callable[[Path], None]) -> Callable[[Path], None]:
+    def both(run: Path) -> None:
+        (run / "summary.json").unlink()  # so that the run resumes and reads its files
+        damage(run)
+
+    return both
+
+
+def _garbage_metrics_row(run: Path) -> None:
+    with open(run / "metrics.csv", "a") as f:
+        f.write("garbage\n")
+
+
+# name: (prepare, argv (OUT, DATA, TMP are replaced), fragment of the error line)
+CASES = {
+    "lr nan": (_nothing, FEDAVG + ["--lr", "nan"], "--lr must be a finite number"),
+    "lr inf": (_nothing, FEDAVG + ["--lr", "inf"], "--lr must be a finite number"),
+    "lr 0 (clusterfl)": (_nothing, CLUSTERFL + ["--lr", "0"], "--lr must be in (0, inf)"),
+    "prox nan": (_nothing, CAAFP + ["--prox", "nan"], "--prox must be a finite number"),
+    "seed -1": (_nothing, FEDAVG + ["--seed", "-1"], "--seed must be an integer in [0"),
+    "churn 2": (_nothing, CAAFP + ["--churn", "2"], "--churn must be in [0, 1]"),
+    "clients-per-round 0": (_nothing, FEDAVG + ["--clients-per-round", "0"], "must be >= 1"),
+    "clusters above clients": (
+        _nothing,
+        CAAFP + ["--clusters", "40"],
+        "--clusters must be at most 6",
+    ),
+    "nan in UCI-HAR": (
+        _nan_in_uci_har,
+        FEDAVG + ["--data-dir", "TMP/nan-data"],
+        "body_acc_x_train.txt",
+    ),
+    "missing data dir": (_nothing, FEDAVG + ["--data-dir", "TMP/no-such-dir"], "does not exist"),
+    "out is a file": (_file_as_out, FEDAVG + ["--out", "TMP/a-file"], "is a file"),
+    "out below a file": (_file_as_out, FEDAVG + ["--out", "TMP/a-file/run"], "is a file"),
+    "plain-text remote worker": (
+        _nothing,
+        FEDAVG + ["--remote-worker", "127.0.0.1:9"],
+        "--insecure-remote",
+    ),
+    "truncated checkpoint": (
+        _copy_run(_unfinished(_truncate("checkpoint.npz"))),
+        FEDAVG + ["--out", "TMP/run"],
+        "checkpoint.npz is damaged",
+    ),
+    "truncated summary": (
+        _copy_run(_truncate("summary.json")),
+        FEDAVG + ["--out", "TMP/run"],
+        "summary.json is damaged",
+    ),
+    "truncated config": (
+        _copy_run(_truncate("config.json")),
+        FEDAVG + ["--out", "TMP/run"],
+        "config.json is damaged",
+    ),
+    "garbage metrics row": (
+        _copy_run(_unfinished(_garbage_metrics_row)),
+        FEDAVG + ["--out", "TMP/run"],
+        "metrics.csv, line 3",
+    ),
+    "training diverges": (
+        _nothing,
+        FEDAVG + ["--lr", "1e38", "--local-epochs", "3"],
+        "round 1: training diverged",
+    ),
+    "different configuration": (
+        _copy_run(lambda run: None),
+        FEDAVG + ["--out", "TMP/run", "--lr", "0.01"],
+        "holds a run with a different configuration",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def finished_fedavg(tmp_path_factory) -> tuple[Path, Path]:
+    """A finished one-round FedAvg run on the fixture data, and that data directory."""
+    root = tmp_path_factory.mktemp("finished")
+    data = root / "data"
+    (data / "uci_har").mkdir(parents=True)
+    write_uci_har(data / "uci_har", *har_arrays(6, subjects=tuple(range(1, 7))), as_zip=True)
+    run = root / "run"
+    assert main(FEDAVG + ["--out", str(run), "--data-dir", str(data)]) == 0
+    return run, data
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else ""
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_one_error_line_and_leaves_nothing(case, tmp_path, finished_fedavg, capsys):
+    prepare, argv, fragment = CASES[case]
+    finished, data_dir = finished_fedavg
+    work = tmp_path / "work"
+    work.mkdir()
+    prepare(work, finished)
+    args = [a.replace("TMP", str(work)) for a in argv]
+    if "--out" not in args:
+        args += ["--out", str(work / "out")]
+    if "--data-dir" not in args:
+        args += ["--data-dir", str(data_dir)]
+    capsys.readouterr()
+    before = _snapshot(work)
+    try:
+        rc = main(args)
+    except SystemExit as exit_:  # argparse's own errors
+        rc = exit_.code
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1, err
+    assert fragment in errors[0], err
+    assert "Traceback" not in err
+    assert _snapshot(work) == before  # nothing made, nothing changed
