@@ -136,15 +136,14 @@ def _probe_remote(target: str, tls: RemoteTLS | None, timeout: float) -> None:
     """Connect, handshake and hear the worker's HTTP/2 answer, or raise one clear WorkerError."""
     host, port = _split_target(target)
     start_hint = "is `fedprune worker` running there, and is the port open?"
+    silent = WorkerError(f"remote TFF worker {target} did not answer in {timeout:g}s; {start_hint}")
     deadline = time.monotonic() + timeout
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except socket.gaierror as err:
         raise WorkerError(f"remote TFF worker {target}: unknown host ({err.strerror})") from None
     except TimeoutError:
-        raise WorkerError(
-            f"remote TFF worker {target} did not answer in {timeout:g}s; {start_hint}"
-        ) from None
+        raise silent from None
     except OSError as err:
         raise WorkerError(
             f"cannot reach remote TFF worker {target} ({err.strerror or err}); {start_hint}"
@@ -173,9 +172,7 @@ def _probe_remote(target: str, tls: RemoteTLS | None, timeout: float) -> None:
             "`fedprune worker` (mutual TLS), and not a plain worker_binary?"
         ) from None
     except TimeoutError:
-        raise WorkerError(
-            f"remote TFF worker {target} did not answer in {timeout:g}s; {start_hint}"
-        ) from None
+        raise silent from None
     except OSError as err:
         raise WorkerError(
             f"remote TFF worker {target} closed the connection ({err.strerror or err}); "
