@@ -8,10 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fedprune.data import cache, sources
+from fedprune.data.clustered_partition import ClientImages, partition_clients
+from fedprune.data.images import load_images
 from fedprune.data.partition import FederatedData, partition_by_subject
 from fedprune.data.uci_har import read_uci_har
 from fedprune.data.windows import WindowedDataset
 from fedprune.data.wisdm import read_wisdm
+from fedprune.errors import ConfigError, DataError
 
 
 def _read_uci_har(path: Path) -> tuple[WindowedDataset, str]:
@@ -79,3 +82,46 @@ def load_federated(
     """Dataset ``name`` as one client per subject with a seeded 80/20 split."""
     data = load_windows(name, data_dir, verbose=verbose)
     return partition_by_subject(data, seed, test_fraction, standardize)
+
+
+def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
+    """(window shape, class names) of HAR dataset ``name``, without reading its files."""
+    from fedprune.data import uci_har as u
+    from fedprune.data import wisdm as w
+
+    info = {
+        "uci_har": ((u.WINDOW, len(u.SIGNALS)), u.CLASS_NAMES),
+        "wisdm": ((w.WINDOW, len(w.CHANNELS)), w.CLASS_NAMES),
+    }
+    if name not in info:
+        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(info)}")
+    return info[name]
+
+
+def har_recipe(dataset: str, seed: int, standardize: bool) -> dict:
+    """The recorded recipe (run directories' ``deploy.data``) of :func:`load_federated`."""
+    return {"loader": "har", "dataset": dataset, "seed": seed, "standardize": standardize}
+
+
+def load_recorded(
+    recipe: dict, data_dir: str | os.PathLike | None = None
+) -> FederatedData | list[ClientImages]:
+    """The clients' data a run recorded how to load (its deploy manifest's ``data``):
+    ``har`` -> :func:`load_federated`; ``image-clients`` -> the FedCRef clients
+    (:func:`fedprune.data.clustered_partition.partition_clients`)."""
+    kind = recipe.get("loader")
+    if kind == "har":
+        return load_federated(
+            recipe["dataset"], recipe["seed"], data_dir, recipe.get("standardize", False)
+        )
+    if kind == "image-clients":
+        images = load_images(recipe["dataset"], recipe.get("split", "train"), data_dir)
+        return partition_clients(
+            images,
+            recipe["num_clients"],
+            recipe["samples_per_class"],
+            recipe.get("overlap", 0.0),
+            recipe["seed"],
+            max_classes=recipe.get("max_classes"),
+        )
+    raise DataError(f"unknown data recipe {kind!r}; re-run training with this version")

@@ -1,4 +1,5 @@
-"""A run directory: ``config.json``, ``metrics.csv``, ``checkpoint.npz``, ``summary.json``.
+"""The writer's view of a run directory: configuration, checkpoints, per-round metrics,
+summary (:mod:`fedprune.runs.names` lists every file).
 
 A run is resumable: after every round the state is checkpointed atomically; starting the same
 command again continues after the last finished round (the metrics of later, unfinished rounds
@@ -20,15 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.errors import ConfigError, DataError
-
-CONFIG = "config.json"
-METRICS = "metrics.csv"
-CHECKPOINT = "checkpoint.npz"
-SUMMARY = "summary.json"
-
-
-STARTED = (CHECKPOINT, METRICS, SUMMARY)  # a run with any of these has trained a round
-WORKER_LOGS = "tff-logs"
+from fedprune.runs.files import read_json_object, write_json
+from fedprune.runs.names import CHECKPOINT, CONFIG, METRICS, STARTED, SUMMARY, WORKER_LOGS
 
 
 def check_out_dir(path: str | os.PathLike) -> Path:
@@ -73,33 +67,25 @@ def removed_unless_started(path: str | os.PathLike) -> Iterator[None]:
         raise
 
 
-def _read_json(path: Path, fix: str) -> dict:
-    try:
-        value = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DataError(f"{path} is damaged ({err}); {fix}") from None
-    if not isinstance(value, dict):
-        raise DataError(f"{path} does not hold a JSON object; {fix}")
-    return value
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def recorded_config(path: str | os.PathLike) -> dict | None:
+    """The ``config.json`` already in ``path``, or ``None``."""
+    file = Path(path) / CONFIG
+    if not file.exists():
+        return None
+    return read_json_object(file, "restore it from a backup or choose another --out")
 
 
 class RunDir:
-    """Files of one run; ``config`` must be JSON-serializable."""
+    """Files of one run; ``config`` must be JSON-serializable. Creating it makes the directory
+    and writes ``config.json`` (or checks that the one there is the same)."""
 
     def __init__(self, path: str | os.PathLike, config: Mapping):
         self.path = Path(path)
         self.config = dict(config)
         check_out_dir(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
-        existing = self.path / CONFIG
-        if existing.exists():
-            old = _read_json(existing, "restore it from a backup or choose another --out")
+        old = recorded_config(self.path)
+        if old is not None:
             new = json.loads(json.dumps(self.config))  # tuples as lists, as in the file
             if old != new:
                 diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -108,7 +94,7 @@ class RunDir:
                     f"(differs in: {', '.join(diff)}); choose another --out"
                 )
         else:
-            _atomic_write(existing, json.dumps(self.config, indent=2, sort_keys=True) + "\n")
+            write_json(self.path / CONFIG, self.config)
 
     # --- summary -----------------------------------------------------------------------
     @property
@@ -116,13 +102,13 @@ class RunDir:
         return (self.path / SUMMARY).exists()
 
     def read_summary(self) -> dict:
-        return _read_json(
+        return read_json_object(
             self.path / SUMMARY,
             "delete it and run the same command again to recompute it from the last checkpoint",
         )
 
     def write_summary(self, summary: Mapping) -> None:
-        _atomic_write(self.path / SUMMARY, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        write_json(self.path / SUMMARY, summary)
 
     # --- checkpoints ---------------------------------------------------------------------
     def save_checkpoint(
@@ -164,20 +150,12 @@ class RunDir:
                 "same command again to restart the run from round 0"
             ) from None
 
+    def remove_checkpoint(self) -> None:
+        (self.path / CHECKPOINT).unlink(missing_ok=True)
+
     # --- per-round metrics ---------------------------------------------------------------
     def metrics_rows(self) -> list[dict]:
-        path = self.path / METRICS
-        if not path.exists():
-            return []
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        for line, row in enumerate(rows, 2):
-            if None in row or None in row.values():
-                raise DataError(
-                    f"{path}, line {line}: wrong number of fields; delete the line (or the "
-                    "file, losing the per-round history) and run the same command again"
-                )
-        return rows
+        return read_metrics(self.path / METRICS)
 
     def truncate_metrics(self, rounds_done: int, round_key: str = "round") -> None:
         """Keep only the rows of rounds ``<= rounds_done`` (those the checkpoint covers)."""
@@ -209,3 +187,19 @@ class RunDir:
             if new:
                 writer.writeheader()
             writer.writerow(row)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The rows of a ``metrics.csv`` as dicts of strings (``[]`` when there is none yet); a
+    row with the wrong number of fields is a :class:`DataError` naming its line."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for line, row in enumerate(rows, 2):
+        if None in row or None in row.values():
+            raise DataError(
+                f"{path}, line {line}: wrong number of fields; delete the line (or "
+                "the file, losing the per-round history) and run the same command again"
+            )
+    return rows

@@ -1,0 +1,121 @@
+"""The one resumable round loop every algorithm runs its rounds (or iterations) in.
+
+An algorithm supplies a state, a way to rebuild it from a checkpoint, and a step function
+``step(t, state) -> Step`` for round ``t`` (1-based). :func:`run_rounds` owns everything around
+the steps:
+
+* **restore**: the last ``checkpoint.npz`` of the run directory, if any, through the
+  algorithm's ``restore(arrays, scalars)``; the metrics rows of rounds the checkpoint does not
+  cover (an interrupted round) are dropped;
+* **after every step**: its metrics rows are appended to ``metrics.csv``, then the state's
+  ``to_checkpoint()`` is saved atomically with the wall time so far (scalar ``wall_s``), so
+  Ctrl-C or a crash loses at most the round in progress;
+* **progress**: one tqdm bar over all rounds (the description may change per round, e.g. per
+  phase), hidden with ``progress=False``;
+* **wall time**: :attr:`RoundsResult.clock` keeps counting (across resumes) until the summary.
+
+A step may end the run early (``Step.stop``; FedCRef's stopping rule); the state then records
+that it is done, so that a resumed run does not step again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, Protocol, TypeVar
+
+import numpy as np
+from tqdm import tqdm
+
+from fedprune.runs import RunDir
+
+Arrays = dict[str, list[np.ndarray]]
+Scalars = dict[str, float]
+
+
+class Checkpointable(Protocol):
+    def to_checkpoint(self) -> tuple[Mapping[str, Sequence[np.ndarray]], Mapping[str, float]]:
+        """(named array lists, named scalars) that ``restore`` turns back into the state."""
+
+
+S = TypeVar("S", bound=Checkpointable)
+
+
+@dataclasses.dataclass
+class Step(Generic[S]):
+    """What one round produced: the new state, its ``metrics.csv`` rows (one per cluster, or
+    one), numbers for the progress bar, and whether the algorithm is done early."""
+
+    state: S
+    rows: list[dict] = dataclasses.field(default_factory=list)
+    postfix: dict[str, str] = dataclasses.field(default_factory=dict)
+    stop: bool = False
+
+
+class WallClock:
+    """Seconds of work on a run: those before a resume plus those since."""
+
+    def __init__(self, before: float = 0.0):
+        self.before = before
+        self.start = time.perf_counter()
+
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.start
+
+
+@dataclasses.dataclass
+class RoundsResult(Generic[S]):
+    state: S
+    rounds: int  # rounds (or iterations) done in total
+    clock: WallClock
+
+
+def run_rounds(
+    run: RunDir,
+    initial: Callable[[], S],
+    restore: Callable[[Arrays, Scalars], S],
+    step: Callable[[int, S], Step[S]],
+    total: int,
+    *,
+    desc: str | Callable[[int], str],
+    progress: bool = True,
+    unit: str = "round",
+    round_key: str = "round",
+    finished: Callable[[S], bool] = lambda _state: False,
+) -> RoundsResult[S]:
+    """Run (or resume) rounds ``1..total`` of an algorithm in ``run``; see the module text.
+
+    ``initial()`` builds the state of a fresh run (only called without a checkpoint);
+    ``desc`` is the progress bar's description, or a function of the round; ``finished``
+    tells whether a restored state has already stopped early (then no step runs).
+    """
+    checkpoint = run.load_checkpoint()
+    if checkpoint is None:
+        done, state, clock = 0, initial(), WallClock()
+    else:
+        done, arrays, scalars = checkpoint
+        state, clock = restore(arrays, scalars), WallClock(scalars.get("wall_s", 0.0))
+    run.truncate_metrics(done, round_key=round_key)
+    describe = desc if callable(desc) else (lambda _t: desc)
+    bar = tqdm(total=total, initial=done, unit=unit, disable=not progress)
+    try:
+        t = done
+        while t < total and not finished(state):
+            t += 1
+            bar.set_description(describe(t))
+            result = step(t, state)
+            state = result.state
+            for row in result.rows:
+                run.append_metrics(row)
+            arrays, scalars = state.to_checkpoint()
+            run.save_checkpoint(t, arrays, {"wall_s": clock.seconds(), **scalars})
+            bar.update(1)
+            if result.postfix:
+                bar.set_postfix(result.postfix)
+            done = t
+            if result.stop:
+                break
+    finally:
+        bar.close()
+    return RoundsResult(state, done, clock)

@@ -1,0 +1,133 @@
+"""Named writer/reader pairs for the artefacts a run leaves besides its checkpoint, metrics and
+summary. Every module that writes or reads one of these files goes through here, so a file's
+layout is defined once (the keys inside an ``.npz`` included).
+
+Readers read the whole file now and turn a missing or damaged file into one
+:class:`~fedprune.errors.DataError` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from fedprune.runs import names
+from fedprune.runs.files import (
+    damaged,
+    numbered_arrays,
+    numbered_groups,
+    read_json,
+    read_npz,
+    write_json,
+    write_npz,
+)
+
+Weights = list[np.ndarray]
+
+
+# --- clusters.json: client id -> cluster ----------------------------------------------------
+def write_clusters(run: Path, cluster_of: Mapping[int, int]) -> None:
+    write_json(run / names.CLUSTERS, {str(i): int(c) for i, c in cluster_of.items()})
+
+
+def read_clusters(run: Path) -> dict[int, int]:
+    raw = read_json(run / names.CLUSTERS)
+    try:
+        return {int(k): int(v) for k, v in raw.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise damaged(run / names.CLUSTERS, ValueError("not a client -> cluster map")) from None
+
+
+# --- masks.npz: each cluster's kernel masks (uint8, prunable kernels only) -------------------
+def write_masks(run: Path, kernel_masks: Mapping[int, Sequence[np.ndarray]]) -> None:
+    write_npz(
+        run / names.MASKS,
+        numbered_arrays(
+            {c: [m.astype(np.uint8) for m in ms] for c, ms in kernel_masks.items()}, "cluster"
+        ),
+    )
+
+
+def read_masks(run: Path) -> dict[int, Weights]:
+    path = run / names.MASKS
+    return numbered_groups(path, read_npz(path), r"cluster(\d+)_(\d+)")
+
+
+# --- cluster_models.npz: each cluster's model before fine-tuning ----------------------------
+def write_cluster_models(run: Path, weights: Mapping[int, Sequence[np.ndarray]]) -> None:
+    write_npz(run / names.CLUSTER_MODELS, numbered_arrays(weights, "cluster"))
+
+
+def read_cluster_models(run: Path) -> dict[int, Weights]:
+    path = run / names.CLUSTER_MODELS
+    return numbered_groups(path, read_npz(path), r"cluster(\d+)_(\d+)")
+
+
+# --- personal_ft<E>.npz: each client's model after E epochs of fine-tuning ------------------
+def write_personal_models(
+    run: Path, epochs: int, weights: Mapping[int, Sequence[np.ndarray]]
+) -> None:
+    write_npz(run / names.personal_file(epochs), numbered_arrays(weights, "client"))
+
+
+def read_personal_models(run: Path, epochs: int) -> dict[int, Weights]:
+    path = run / names.personal_file(epochs)
+    models = numbered_groups(path, read_npz(path), r"client(\d+)_(\d+)")
+    if not models:
+        raise damaged(path, ValueError("no client models"))
+    return models
+
+
+def personal_epochs(run: Path) -> list[int]:
+    """The fine-tuning lengths whose personal models are in ``run``."""
+    import re
+
+    return sorted(
+        int(m[1]) for p in run.iterdir() if (m := re.fullmatch(names.PERSONAL_PATTERN, p.name))
+    )
+
+
+# --- community_models.npz: FedCRef's community autoencoders ---------------------------------
+def write_community_models(run: Path, models: Sequence[Sequence[np.ndarray]]) -> None:
+    write_npz(run / names.COMMUNITY_MODELS, numbered_arrays(dict(enumerate(models)), "c"))
+
+
+def read_community_models(run: Path) -> list[Weights]:
+    path = run / names.COMMUNITY_MODELS
+    groups = numbered_groups(path, read_npz(path), r"c(\d+)_(\d+)")
+    return [groups[g] for g in sorted(groups)]
+
+
+# --- assignments.npz: FedCRef's final local cluster of every sample, per client -------------
+def write_assignments(run: Path, assignments: Sequence[np.ndarray]) -> None:
+    write_npz(run / names.ASSIGNMENTS, {f"client{i}": a for i, a in enumerate(assignments)})
+
+
+def read_assignments(run: Path) -> list[np.ndarray]:
+    path = run / names.ASSIGNMENTS
+    arrays = read_npz(path)
+    try:
+        return [arrays[f"client{i}"] for i in range(len(arrays))]
+    except KeyError as err:
+        raise damaged(path, KeyError(f"no array {err.args[0]!r}")) from None
+
+
+# --- checkpoint.npz, read-only (the writer is RunDir.save_checkpoint) ------------------------
+def read_checkpoint_arrays(run: Path) -> dict[str, Weights]:
+    """The named array lists of a finished run's ``checkpoint.npz``."""
+    path = run / names.CHECKPOINT
+    flat = read_npz(path)
+    arrays = {}
+    try:
+        for key in flat:
+            if key.endswith("__n"):
+                name = key[:-3]
+                arrays[name] = [flat[f"{name}__{i}"] for i in range(int(flat[key]))]
+        int(flat["round"])
+    except KeyError as err:
+        raise damaged(path, KeyError(f"no array {err.args[0]!r}")) from None
+    except (TypeError, ValueError) as err:
+        raise damaged(path, err) from None
+    return arrays

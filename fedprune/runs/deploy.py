@@ -1,0 +1,163 @@
+"""The ``deploy`` manifest in ``summary.json``: what a finished run ships to devices.
+
+``edge-export`` (and anything else deploying a run) reads this manifest instead of knowing
+how each method lays out its files:
+
+* ``kind``: ``global`` (one model for every client, FedAvg), ``personal`` (one model per
+  client after fine-tuning: CA-AFP, its baselines, ClusterFL) or ``community`` (FedCRef's
+  community autoencoders);
+* ``models``: the file holding them, per fine-tuning length for ``personal``
+  (``{"3": "personal_ft3.npz", ...}``); ``global`` models are the ``trainable`` weights of
+  ``checkpoint.npz``;
+* ``masks`` / ``clusters``: the pruned methods' kernel masks per cluster and each client's
+  cluster (``None`` for dense methods);
+* ``model``: the :mod:`fedprune.models.table` entry that rebuilds the architecture;
+  ``input_shape``, ``labels`` (class names; ``None`` for autoencoders);
+* ``normalization``: what was applied to raw inputs before the model, in words;
+* ``data``: the recipe that loads the clients' data again (keyword arguments of
+  :func:`fedprune.data.registry.load_recorded`), for calibration and checks on the device
+  side.
+
+Runs written before the manifest existed (fedprune before issue 15) get one derived from their
+``config.json`` by :func:`legacy_manifest`, for the layouts those versions wrote; anything
+else is refused in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+from fedprune.errors import DataError
+from fedprune.runs import names
+
+KINDS = ("global", "personal", "community")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeployManifest:
+    kind: str
+    models: str | dict[str, str]
+    model: str
+    input_shape: tuple[int, ...]
+    labels: tuple[str, ...] | None
+    normalization: str
+    data: dict
+    masks: str | None = None
+    clusters: str | None = None
+
+    def to_json(self) -> dict:
+        value = dataclasses.asdict(self)
+        value["input_shape"] = list(self.input_shape)
+        value["labels"] = list(self.labels) if self.labels is not None else None
+        return value
+
+    @classmethod
+    def from_json(cls, value: Mapping, where: Path) -> DeployManifest:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+        if not isinstance(value, Mapping) or not required <= set(value):
+            raise DataError(f"{where}: the deploy manifest is incomplete; re-run training")
+        value = {k: v for k, v in value.items() if k in fields}
+        if value["kind"] not in KINDS:
+            raise DataError(f"{where}: unknown deploy kind {value['kind']!r}; re-run training")
+        labels = value.get("labels")
+        return cls(
+            **{
+                **value,
+                "input_shape": tuple(int(d) for d in value["input_shape"]),
+                "labels": tuple(labels) if labels is not None else None,
+            }
+        )
+
+    def personal_file(self, epochs: int | None) -> tuple[int, str]:
+        """(epochs, file) of the personal models after ``epochs`` of fine-tuning (default:
+        the longest)."""
+        assert isinstance(self.models, dict)
+        available = sorted(int(e) for e in self.models)
+        chosen = max(available) if epochs is None else epochs
+        return chosen, self.models.get(str(chosen), names.personal_file(chosen))
+
+
+def har_manifest(
+    kind: str,
+    data: Mapping,
+    input_shape: tuple[int, ...],
+    labels: tuple[str, ...],
+    ft_epochs: tuple[int, ...] = (),
+    pruned: bool = False,
+    clustered: bool = False,
+) -> DeployManifest:
+    """The manifest of a HAR classifier run (``data``: the recipe of
+    :func:`fedprune.data.registry.load_recorded`)."""
+    models: str | dict[str, str] = (
+        {str(e): names.personal_file(e) for e in ft_epochs}
+        if kind == "personal"
+        else names.CHECKPOINT
+    )
+    return DeployManifest(
+        kind=kind,
+        models=models,
+        model="har_cnn",
+        input_shape=tuple(input_shape),
+        labels=tuple(labels),
+        normalization=(
+            "z-score per channel with the client's training-window mean and std"
+            if data.get("standardize")
+            else "none (raw sensor values)"
+        ),
+        data=dict(data),
+        masks=names.MASKS if pruned else None,
+        clusters=names.CLUSTERS if clustered else None,
+    )
+
+
+def legacy_manifest(path: Path, config: Mapping) -> DeployManifest:
+    """The manifest of a run written before manifests existed, from its ``config.json``."""
+    method = config.get("method")
+    hint = f"re-run training with this version to export {path}"
+    if method == "fedcref":
+        return DeployManifest(
+            kind="community",
+            models=names.COMMUNITY_MODELS,
+            model="autoencoder",
+            input_shape=(784,),
+            labels=None,
+            normalization="pixels scaled to [0, 1]",
+            data=image_clients_recipe(config),
+        )
+    if "dataset" not in config or "seed" not in config:
+        raise DataError(f"{path / names.CONFIG} names no dataset or seed; {hint}")
+    from fedprune.data.registry import dataset_info
+
+    shape, labels = dataset_info(config["dataset"])
+    data = {
+        "loader": "har",
+        "dataset": config["dataset"],
+        "seed": config["seed"],
+        "standardize": config.get("standardize", False),
+    }
+    if method == "fedavg":
+        return har_manifest("global", data, shape, labels)
+    if "ft_epochs" in config:  # the pipeline methods and ClusterFL
+        try:
+            epochs = tuple(int(e) for e in config["ft_epochs"])
+        except (TypeError, ValueError):
+            raise DataError(f"{path / names.CONFIG}: ft_epochs is not a list of numbers") from None
+        pruned = (path / names.MASKS).exists()
+        return har_manifest("personal", data, shape, labels, epochs, pruned, clustered=True)
+    raise DataError(f"{path}: runs of method {method!r} cannot be exported; {hint}")
+
+
+IMAGE_CLIENT_FIELDS = ("dataset", "split", "num_clients", "samples_per_class", "overlap", "seed")
+
+
+def image_clients_recipe(config: Mapping) -> dict:
+    """The recipe that rebuilds a FedCRef run's clients (all their samples)."""
+    recipe = {
+        "loader": "image-clients",
+        **{k: config[k] for k in IMAGE_CLIENT_FIELDS if k in config},
+    }
+    recipe["max_classes"] = config.get("max_classes")
+    return recipe

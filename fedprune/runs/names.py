@@ -1,0 +1,41 @@
+"""The names of the files in a run directory, in one place.
+
+============================  =====================================================  ==========
+file                          holds                                                  written by
+============================  =====================================================  ==========
+``config.json``               the run's configuration (resume refuses another one)  every run
+``metrics.csv``               one row per round (and cluster) or iteration          every run
+``checkpoint.npz``            the state after the last finished round               every run
+``summary.json``              final numbers and the ``deploy`` manifest             every run
+``clusters.json``             client id -> cluster                                   clustered
+``masks.npz``                 kernel masks per cluster (uint8)                       pipeline
+``cluster_models.npz``        each cluster's model before fine-tuning                pipeline
+``personal_ft<E>.npz``        each client's model after E fine-tuning epochs         personal
+``community_models.npz``      FedCRef's community autoencoders                       FedCRef
+``assignments.npz``           FedCRef's final local clusters per client             FedCRef
+``tff-logs/``                 the TFF workers' logs                                  every run
+============================  =====================================================  ==========
+"""
+
+from __future__ import annotations
+
+CONFIG = "config.json"
+METRICS = "metrics.csv"
+CHECKPOINT = "checkpoint.npz"
+SUMMARY = "summary.json"
+CLUSTERS = "clusters.json"
+MASKS = "masks.npz"
+CLUSTER_MODELS = "cluster_models.npz"
+COMMUNITY_MODELS = "community_models.npz"
+ASSIGNMENTS = "assignments.npz"
+WORKER_LOGS = "tff-logs"
+
+STARTED = (CHECKPOINT, METRICS, SUMMARY)  # a run with any of these has trained a round
+
+
+def personal_file(epochs: int) -> str:
+    """The file of the personal models after ``epochs`` epochs of fine-tuning."""
+    return f"personal_ft{epochs}.npz"
+
+
+PERSONAL_PATTERN = r"personal_ft(\d+)\.npz"
