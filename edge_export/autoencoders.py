@@ -1,7 +1,9 @@
 """Export FedCRef community autoencoders: TFLite float32/int8 and TFLite Micro C arrays.
 
-A FedCRef run directory holds ``community_models.npz`` (the final community autoencoders) and
-the configuration to rebuild its clients' samples. Each community model is rebuilt in Keras,
+A FedCRef run directory holds ``community_models.npz`` (the final community autoencoders); its
+deploy manifest (kind ``community``, :mod:`fedprune.runs.deploy`) names the model and records
+the recipe that rebuilds its clients' samples (:func:`fedprune.data.registry.load_recorded`:
+every client's samples, concatenated in client order). Each community model is rebuilt in Keras,
 converted (:func:`edge_export.convert.to_tflite`), and checked against Keras on the samples it
 serves, i.e. those for which it has the lowest reconstruction error among the community models
 (a label-free assignment, what a device would do with all the models). Reported per file:
@@ -26,15 +28,19 @@ from tqdm import tqdm
 from edge_export.convert import to_tflite
 from edge_export.formats import AUTOENCODER_FORMATS, check_formats
 from edge_export.micro import export_micro, quantize_input
-from edge_export.run_files import COMMUNITY_MODELS, RETRAIN, read_config, read_run
 from edge_export.verify import run_tflite, runtime_loads
+from fedprune.data.registry import load_recorded
 from fedprune.errors import ConfigError, DataError
-from fedprune.models.autoencoder import build_autoencoder, reconstruction_errors
+from fedprune.models.autoencoder import reconstruction_errors
+from fedprune.models.table import model_entry
+from fedprune.runs import names
+from fedprune.runs.files import RETRAIN
+from fedprune.runs.finished import FinishedRun, open_finished
 
 __all__ = [
     "AUTOENCODER_FORMATS",
     "export_fedcref_run",
-    "is_fedcref_run",
+    "is_community_run",
     "load_community_models",
     "report_markdown",
 ]
@@ -43,42 +49,45 @@ CALIBRATION = 500  # samples per community for int8 calibration
 VERIFY = 300  # samples per community for the comparison
 
 
-def is_fedcref_run(run_dir: str | os.PathLike) -> bool:
-    """Whether ``run_dir`` is a FedCRef run; a missing or damaged run is a ``DataError``."""
-    return read_config(run_dir).get("method") == "fedcref"
+def is_community_run(run_dir: str | os.PathLike) -> bool:
+    """Whether ``run_dir`` deploys community autoencoders (its manifest's kind); a missing or
+    damaged run is a ``DataError``."""
+    return open_finished(run_dir).deploy.kind == "community"
 
 
 def load_community_models(run_dir: str | os.PathLike) -> list[list[np.ndarray]]:
     """The final community autoencoders' weights (Keras order) of a finished FedCRef run."""
-    files = read_run(run_dir)
-    if files.community is None:
-        raise ConfigError(f"{run_dir} is not a FedCRef run (method {files.config.get('method')!r})")
-    return files.community
+    run = open_finished(run_dir)
+    if run.deploy.kind != "community":
+        raise ConfigError(f"{run_dir} is not a FedCRef run (method {run.method!r})")
+    return run.community_models()
 
 
-def _run_samples(run_dir: Path, data_dir: str | os.PathLike | None) -> np.ndarray:
-    from fedprune.algorithms.fedcref.experiment import SystemConfig, build_system
-
-    config = read_config(run_dir)
-    fields = SystemConfig.__dataclass_fields__
-    system = SystemConfig(**{k: v for k, v in config.items() if k in fields})
-    clients, _ = build_system(
-        SystemConfig(**{**vars(system), "init": "dirty", "dirtiness": 0.0}),
-        config["seed"],
-        data_dir,
-        1,
-    )
+def _run_samples(run: FinishedRun, data_dir: str | os.PathLike | None) -> np.ndarray:
+    """Every client's samples, concatenated in client order (from the run's data recipe)."""
+    recipe = run.deploy.data
+    try:
+        clients = load_recorded(recipe, data_dir)
+    except KeyError as err:
+        raise DataError(
+            f"{run.path}: its data recipe has no {err.args[0]!r}; re-run training with this "
+            "version"
+        ) from None
+    if not isinstance(clients, list):
+        raise DataError(f"{run.path}: its data recipe does not give image clients; {RETRAIN}")
     return np.concatenate([c.x for c in clients])
 
 
-def _keras(run_dir: Path, g: int, weights: list[np.ndarray], dim: int) -> tf.keras.Model:
+def _keras(
+    run_dir: Path, model_name: str, g: int, weights: list[np.ndarray], dim: int
+) -> tf.keras.Model:
     """Community ``g``'s autoencoder in Keras; weights of another shape are a damaged file."""
-    model = build_autoencoder(dim)
+    model = model_entry(model_name).build(dim)
     try:
         model.set_weights(weights)
     except ValueError as err:
         raise DataError(
-            f"{run_dir / COMMUNITY_MODELS}: community {g} does not fit the autoencoder of "
+            f"{run_dir / names.COMMUNITY_MODELS}: community {g} does not fit the autoencoder of "
             f"{dim} inputs ({' '.join(str(err).split())}); {RETRAIN}"
         ) from None
     return model
@@ -99,9 +108,18 @@ def export_fedcref_run(
     """
     check_formats(formats, autoencoders=True)
     run_dir, out = Path(run_dir), Path(out)
+    run = open_finished(run_dir)
+    manifest = run.deploy
     models = models if models is not None else load_community_models(run_dir)
-    x = _run_samples(run_dir, data_dir)
-    keras_models = [_keras(run_dir, g, weights, x.shape[1]) for g, weights in enumerate(models)]
+    x = _run_samples(run, data_dir)
+    if tuple(manifest.input_shape) != x.shape[1:]:
+        raise DataError(
+            f"{run_dir}: the run's autoencoders take {manifest.input_shape} inputs, the data "
+            f"{x.shape[1:]}; pass the --data-dir the run was trained on"
+        )
+    keras_models = [
+        _keras(run_dir, manifest.model, g, weights, x.shape[1]) for g, weights in enumerate(models)
+    ]
     errors = np.stack([reconstruction_errors(w, x) for w in models])
     owner = errors.argmin(axis=0)
     rng = np.random.default_rng(0)
@@ -154,7 +172,7 @@ def export_fedcref_run(
                     json.dumps(
                         {
                             "source_run": str(run_dir),
-                            "method": "fedcref",
+                            "method": run.method,
                             "community": g,
                             "format": fmt,
                             "input": {"shape": [1, int(x.shape[1])], "dtype": "see format"},

@@ -150,24 +150,27 @@ def _error(message: str) -> int:
 def _export(args: argparse.Namespace) -> int:
     """Check every input, then import TensorFlow, export, verify and print the report."""
     from edge_export.formats import MICRO_FORMATS, parse_formats
-    from edge_export.run_files import parse_clients, read_run
-    from edge_export.run_models import load_run, select_clients
+    from edge_export.run_models import load_run, parse_clients, read_deployed, select_clients
+    from fedprune.runs.finished import open_finished
 
-    files = read_run(args.run_dir, args.ft_epochs)
-    formats = parse_formats(args.formats, autoencoders=files.fedcref)
+    finished = open_finished(args.run_dir)
+    community = finished.deploy.kind == "community"
+    models = finished.community_models() if community else None
+    deployed = None if community else read_deployed(finished, args.ft_epochs)
+    formats = parse_formats(args.formats, autoencoders=community)
     out = check_out(args.out)
     progress = not args.no_progress
-    if files.fedcref:
+    if community:
         _heavy_imports()
         from edge_export.autoencoders import export_fedcref_run, report_markdown
 
         entries = export_fedcref_run(
-            files.path, formats, out, args.data_dir, args.micro, progress, files.community
+            finished.path, formats, out, args.data_dir, args.micro, progress, models
         )
         print(report_markdown(entries), end="")
         return 0
     parse_clients(args.clients)  # a malformed list fails before the data is read
-    run = load_run(files.path, args.data_dir, files=files)
+    run = load_run(finished.path, args.data_dir, deployed=deployed)
     clients = select_clients(run, args.clients)
     if args.micro and not set(MICRO_FORMATS) & set(formats):
         formats.append("int8")

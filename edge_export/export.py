@@ -60,7 +60,7 @@ def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes, prepared
                 "zero_point": int(out["quantization"][1]),
             },
         },
-        "labels": list(run.data.class_names),
+        "labels": list(run.labels),
         "normalization": device_normalization(client, prepared.scaling),
         "input_scaling": "per-channel" if prepared.scaling is not None else "per-tensor",
         "logit_range": prepared.logit_range,

@@ -30,6 +30,7 @@ import tensorflow as tf
 import tensorflow_model_optimization as tfmot
 
 from fedprune.errors import ConfigError
+from fedprune.sparsity.layers import prunable_mask_flags
 
 _qk = tfmot.quantization.keras
 
@@ -193,8 +194,21 @@ def calibrate_ranges(qat: tf.keras.Model, model: tf.keras.Model, x: np.ndarray) 
             variable.assign(bound)
 
 
-def _kernels(model: tf.keras.Model) -> list[tf.Variable]:
-    return [w for layer in model.layers for w in layer.trainable_weights if "kernel" in w.name]
+def _short(variable: tf.Variable) -> str:
+    return variable.name.split("/")[-1].split(":")[0]
+
+
+def _kernels(qat: tf.keras.Model, model: tf.keras.Model) -> list[tf.Variable]:
+    """The variables of ``qat`` holding ``model``'s prunable kernels
+    (:func:`fedprune.sparsity.layers.prunable_mask_flags`), in layer order."""
+    owned = [(layer.name, _short(w)) for layer in model.layers for w in layer.trainable_weights]
+    prunable = {name for name, flag in zip(owned, prunable_mask_flags(model)) if flag}
+    return [
+        v
+        for layer in qat.layers
+        for v in layer.trainable_weights
+        if (getattr(layer, "layer", layer).name, _short(v)) in prunable
+    ]
 
 
 class _KeepZeros(tf.keras.callbacks.Callback):
@@ -240,7 +254,7 @@ def train_quantization_aware(
         batch_size=batch_size,
         shuffle=True,
         verbose=0,
-        callbacks=[_KeepZeros(_kernels(qat))],
+        callbacks=[_KeepZeros(_kernels(qat, model))],
     )
     return qat
 

@@ -1,7 +1,15 @@
 """The Keras models of a finished run directory, per client, with the client's data.
 
-Reading the run and its data imports no TensorFlow: the command line checks everything
-before the heavy imports.
+What is deployed comes from the run's ``deploy`` manifest (:mod:`fedprune.runs.deploy`), never
+from its method: kind ``global`` gives the one global model to every client, ``personal`` each
+client's model after ``--ft-epochs`` of fine-tuning (with its cluster's kernel masks when the
+run was pruned); ``community`` runs (FedCRef's autoencoders) go to
+:mod:`edge_export.autoencoders`. The client data is loaded again from the manifest's recipe
+(:func:`fedprune.data.registry.load_recorded`), the architecture is rebuilt from the model
+table (:mod:`fedprune.models.table`) with the manifest's input shape and labels.
+
+Reading the run and its data imports no TensorFlow: the command line checks everything before
+the heavy imports (only :meth:`RunModels.keras` imports it).
 """
 
 from __future__ import annotations
@@ -12,48 +20,120 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edge_export.run_files import CLUSTERS, RETRAIN, RunFiles, parse_clients, read_run
 from fedprune.data.partition import ClientData, FederatedData
-from fedprune.data.registry import load_federated
+from fedprune.data.registry import load_recorded
 from fedprune.errors import ConfigError, DataError
+from fedprune.models.table import ModelEntry, model_entry
+from fedprune.runs import names
+from fedprune.runs.deploy import DeployManifest
+from fedprune.runs.files import RETRAIN
+from fedprune.runs.finished import FinishedRun, open_finished
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 
 @dataclasses.dataclass(frozen=True)
+class DeployedWeights:
+    """What a run deploys, read and checked before its data is loaded.
+
+    Exactly one of ``shared`` (kind ``global``: every client's model) and ``personal`` (kind
+    ``personal``: by client id) is set. ``masks`` / ``clusters``: a pruned run's kernel masks
+    per cluster and each client's cluster. ``source_file`` is the file the weights came from,
+    ``source`` says so in words for the report (e.g. ``checkpoint.npz (global model)``).
+    """
+
+    run: FinishedRun
+    manifest: DeployManifest
+    source_file: str
+    source: str
+    shared: list[np.ndarray] | None = None
+    personal: dict[int, list[np.ndarray]] | None = None
+    masks: dict[int, list[np.ndarray]] | None = None
+    clusters: dict[int, int] | None = None
+
+
+def classifier_entry(run: FinishedRun, manifest: DeployManifest) -> ModelEntry:
+    """The model table entry of a classifier run; an unknown model (or an autoencoder) is
+    a :class:`DataError` naming the file the manifest came from."""
+    where = run.path / (names.SUMMARY if "deploy" in run.summary else names.CONFIG)
+    try:
+        entry = model_entry(manifest.model)
+    except ConfigError as err:
+        raise DataError(f"{where}: {err}; re-run training with this version") from None
+    if entry.task != "classification" or manifest.labels is None:
+        raise DataError(
+            f"{where}: model {manifest.model!r} of a {manifest.kind!r} run is not a classifier; "
+            f"{RETRAIN}"
+        )
+    return entry
+
+
+def read_deployed(run: FinishedRun, ft_epochs: int | None = None) -> DeployedWeights:
+    """Read and check the deployed weights of ``run`` (no data, no TensorFlow).
+
+    ``ft_epochs`` picks the personal models after that many fine-tuning epochs (default: the
+    longest the run has); it is ignored for a ``global`` run. A missing or damaged file is a
+    :class:`DataError` naming it.
+    """
+    manifest = run.deploy
+    if manifest.kind == "community":
+        raise ConfigError(f"{run.path}: a FedCRef run; its autoencoders are exported apart")
+    classifier_entry(run, manifest)
+    if manifest.kind == "global":
+        file = names.CHECKPOINT
+        return DeployedWeights(
+            run, manifest, file, f"{file} (global model)", shared=run.global_model()
+        )
+    file, personal = run.personal_models(ft_epochs)
+    masks = run.kernel_masks()
+    cluster_masks, clusters = masks if masks is not None else (None, None)
+    return DeployedWeights(
+        run, manifest, file, file, personal=personal, masks=cluster_masks, clusters=clusters
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class RunModels:
     """A run's configuration, data, and trainable weights of each client's deployed model.
 
-    ``kernel_masks`` holds each client's pruning masks (CA-AFP runs), ``source`` says which
-    models were taken (e.g. ``personal_ft25.npz``).
+    ``kernel_masks`` holds each client's pruning masks (pruned runs), ``source`` says which
+    models were taken (e.g. ``personal_ft25.npz``) and ``manifest`` is the run's deploy
+    manifest (model, input shape, labels, normalization).
     """
 
     path: Path
     config: dict
+    manifest: DeployManifest
     data: FederatedData
     weights: dict[int, list[np.ndarray]]
     source: str
+    source_file: str
     kernel_masks: dict[int, list[np.ndarray]] | None = None
 
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The class names of the model's outputs, in output order."""
+        return tuple(self.manifest.labels or ())
+
     def sparsity(self, client_id: int) -> float:
-        """Fraction of zeros over the client's kernels (rank > 1 weights)."""
-        kernels = [w for w in self.weights[client_id] if w.ndim > 1]
+        """Fraction of zeros over the client's prunable kernels (imports TensorFlow)."""
+        from fedprune.sparsity.layers import prunable_mask_flags, select
+
+        flags = prunable_mask_flags(self.keras(client_id))
+        kernels = select(self.weights[client_id], flags)
         return 1.0 - sum(int(np.count_nonzero(k)) for k in kernels) / sum(k.size for k in kernels)
 
     def keras(self, client_id: int) -> tf.keras.Model:
         """The client's model in Keras (imports TensorFlow)."""
-        from fedprune.models.cnn1d import build_har_cnn
-
-        model = build_har_cnn(self.data.input_shape, self.data.num_classes)
+        model = model_entry(self.manifest.model).build(self.manifest.input_shape, len(self.labels))
         try:
             model.set_weights(self.weights[client_id])
         except ValueError as err:  # another architecture's (or a damaged file's) weights
-            file = self.path / self.source.split(" ")[0]
             reason = " ".join(str(err).split())
             raise DataError(
-                f"{file}: its weights do not fit the {self.data.name} model ({reason}); "
-                f"{RETRAIN}"
+                f"{self.path / self.source_file}: its weights do not fit the {self.data.name} "
+                f"model ({reason}); {RETRAIN}"
             ) from None
         return model
 
@@ -65,46 +145,69 @@ def load_run(
     path: str | Path,
     data_dir: str | Path | None = None,
     ft_epochs: int | None = None,
-    files: RunFiles | None = None,
+    deployed: DeployedWeights | None = None,
 ) -> RunModels:
     """The final per-client models of a finished run, with the run's client data.
 
-    FedAvg runs deploy their global model to every client; CA-AFP, its baselines and ClusterFL
-    deploy each client's personal model after ``ft_epochs`` epochs of fine-tuning (default:
-    the longest the run has). ``files`` are the run's files if already read
-    (:func:`edge_export.run_files.read_run`); a missing or damaged file is a
-    :class:`DataError` naming it. Imports no TensorFlow (only :meth:`RunModels.keras` does).
+    ``deployed`` are the run's weights if already read (:func:`read_deployed`); a missing or
+    damaged file is a :class:`DataError` naming it, and so is data that does not match the
+    run (other clients, another window shape). Imports no TensorFlow.
     """
-    files = files if files is not None else read_run(path, ft_epochs)
-    if files.fedcref:
-        raise ConfigError(f"{files.path}: a FedCRef run; its autoencoders are exported apart")
-    config = files.config
-    data = load_federated(
-        config["dataset"], config["seed"], data_dir, config.get("standardize", False)
-    )
-    if files.shared is not None:
-        weights = {c.client_id: files.shared for c in data.clients}
-        return RunModels(files.path, config, data, weights, files.source)
-    personal = files.personal or {}
+    deployed = deployed if deployed is not None else read_deployed(open_finished(path), ft_epochs)
+    run, manifest = deployed.run, deployed.manifest
+    data = load_recorded(manifest.data, data_dir)
+    if not isinstance(data, FederatedData):
+        raise DataError(f"{run.path}: its data recipe does not give HAR clients; {RETRAIN}")
+    if tuple(data.input_shape) != tuple(manifest.input_shape):
+        raise DataError(
+            f"{run.path}: the run's model takes {manifest.input_shape} windows, the data "
+            f"{tuple(data.input_shape)}; pass the --data-dir the run was trained on"
+        )
+    if manifest.labels is not None and tuple(data.class_names) != tuple(manifest.labels):
+        raise DataError(
+            f"{run.path}: the run's model predicts {list(manifest.labels)}, the data has "
+            f"classes {list(data.class_names)}; pass the --data-dir the run was trained on"
+        )
+    common = (run.path, run.config, manifest, data)
+    if deployed.shared is not None:
+        weights = {c.client_id: deployed.shared for c in data.clients}
+        return RunModels(*common, weights, deployed.source, deployed.source_file)
+    personal = deployed.personal or {}
     lacking = [c.client_id for c in data.clients if c.client_id not in personal]
     if lacking:
         raise DataError(
-            f"{files.path / files.source} has no model of client(s) {lacking}; pass the "
+            f"{run.path / deployed.source_file} has no model of client(s) {lacking}; pass the "
             f"--data-dir the run was trained on, or {RETRAIN}"
         )
     weights = {c.client_id: personal[c.client_id] for c in data.clients}
     kernel_masks = None
-    if files.masks is not None and files.clusters is not None:
-        unassigned = [c.client_id for c in data.clients if c.client_id not in files.clusters]
+    if deployed.masks is not None and deployed.clusters is not None:
+        unassigned = [c.client_id for c in data.clients if c.client_id not in deployed.clusters]
         if unassigned:
             raise DataError(
-                f"{files.path / CLUSTERS} assigns no cluster to client(s) {unassigned}; {RETRAIN}"
+                f"{run.path / names.CLUSTERS} assigns no cluster to client(s) {unassigned}; "
+                f"{RETRAIN}"
             )
         kernel_masks = {
-            c.client_id: [m.astype(np.float32) for m in files.masks[files.clusters[c.client_id]]]
+            c.client_id: [
+                m.astype(np.float32) for m in deployed.masks[deployed.clusters[c.client_id]]
+            ]
             for c in data.clients
         }
-    return RunModels(files.path, config, data, weights, files.source, kernel_masks)
+    return RunModels(*common, weights, deployed.source, deployed.source_file, kernel_masks)
+
+
+def parse_clients(spec: str) -> list[int] | None:
+    """Client ids of ``--clients`` (``None`` for ``all``); a malformed list is an error."""
+    if spec == "all":
+        return None
+    try:
+        ids = [int(s) for s in spec.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError(f"--clients must be 'all' or comma-separated ids, got {spec!r}") from None
+    if not ids:
+        raise ConfigError(f"--clients must be 'all' or comma-separated ids, got {spec!r}")
+    return ids
 
 
 def select_clients(run: RunModels, spec: str) -> list[int]:

@@ -40,10 +40,11 @@ def keras_per_client(data, start, masks, epochs: int) -> list[float]:  # noqa: A
     import tensorflow as tf
 
     from fedprune.metrics import accuracy
-    from fedprune.models.cnn1d import build_har_cnn
+    from fedprune.models.spec import ModelSpec
 
-    model = build_har_cnn(data.input_shape, data.num_classes, seed=0, masked=True)
-    kernels = [layer for layer in model.layers if hasattr(layer, "kernel")]
+    spec = ModelSpec(data.input_shape, data.num_classes, seed=0)
+    model = spec.keras(masked=True)
+    kernels = [model.get_layer(name) for name in spec.entry().kernel_layers]
     accs = []
     for client in data.clients:
         for layer, mask in zip(kernels, masks):
@@ -62,17 +63,19 @@ def measure(dataset: str, epochs: int, data_dir: str | None) -> dict:
     from fedprune.data.registry import load_federated
     from fedprune.engine.stacked import default_conv_formulation, grouped_conv_gradient_available
     from fedprune.finetune import finetune_all
-    from fedprune.models.cnn1d import build_har_cnn
+    from fedprune.models.spec import ModelSpec
     from fedprune.sparsity import masks as M
+    from fedprune.sparsity.layers import kernel_flags, merge, select
 
     data = load_federated(dataset, seed=0, data_dir=data_dir)
-    weights = build_har_cnn(data.input_shape, data.num_classes, seed=0).get_weights()
+    spec = ModelSpec(data.input_shape, data.num_classes, seed=0)
+    weights = spec.keras().get_weights()
     rng = np.random.default_rng(0)
-    kernels = [w for w in weights if w.ndim > 1]
+    flags = kernel_flags(spec)
+    kernels = select(weights, flags)
     scores = [rng.random(k.shape) for k in kernels]
     masks = M.prune_to([np.ones_like(k) for k in kernels], scores, 0.7)
-    it = iter(masks)
-    start = [w * next(it) if w.ndim > 1 else w for w in weights]
+    start = M.apply(weights, merge(masks, weights, flags))
     ids = [c.client_id for c in data.clients]
     windows = sum(c.num_train for c in data.clients) * epochs
 

@@ -27,7 +27,6 @@ from fedprune.data.registry import load_federated  # noqa: E402
 from fedprune.engine import execution  # noqa: E402
 from fedprune.engine.client_work import LocalTraining  # noqa: E402
 from fedprune.engine.process import (  # noqa: E402
-    ModelSpec,
     build_fedavg_process,
     build_learning_process,
     with_client_work_state,
@@ -37,6 +36,7 @@ from fedprune.engine.rounds import (  # noqa: E402
     run_rounds_concurrently,
     sample_clients,
 )
+from fedprune.models.spec import ModelSpec  # noqa: E402
 from fedprune.sparsity import masks as M  # noqa: E402
 from fedprune.sparsity.layers import prunable_mask_flags  # noqa: E402
 

@@ -1,5 +1,11 @@
 """Parameter checks shared by every configuration and the command line.
 
+The ``check_*`` functions check one value; a :class:`Rule` (``count()``, ``interval()``,
+``POSITIVE``, ``SEED``, ``one_of()``, ``optional()``, ``each()``) pairs such a check with its
+text for ``--help``. The configurations (:mod:`fedprune.configs`) attach a rule to each field
+and run them all in ``__post_init__`` with :func:`check_fields`, so the library and the
+command line refuse the same things with the same line, and ``--help`` shows the same range.
+
 Each check raises :class:`~fedprune.errors.ConfigError` with one line that names the option
 as the user typed it (``--lr``) and the allowed range, before any data is loaded or any
 directory is made. Non-finite numbers (``nan``, ``inf``) are never in range: ``nan`` compares
@@ -8,8 +14,10 @@ false with everything, so every check tests finiteness first.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from fedprune.errors import ConfigError
 
@@ -39,12 +47,17 @@ def check_range(
     below = low is not None and (value <= low if low_open else value < low)
     above = high is not None and (value >= high if high_open else value > high)
     if below or above:
-        left = "-inf" if low is None else f"{low:g}"
-        right = "inf" if high is None else f"{high:g}"
-        interval = f"{'(' if low_open or low is None else '['}{left}, {right}"
-        interval += ")" if high_open or high is None else "]"
-        raise ConfigError(f"{option(name)} must be in {interval}, got {value!r}")
+        text = _interval_text(low, high, low_open, high_open)
+        raise ConfigError(f"{option(name)} must be in {text}, got {value!r}")
     return value
+
+
+def _interval_text(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    """``[0, 1]``, ``(0, inf)``, ...: the interval as the messages and ``--help`` write it."""
+    left = "-inf" if low is None else f"{low:g}"
+    right = "inf" if high is None else f"{high:g}"
+    text = f"{'(' if low_open or low is None else '['}{left}, {right}"
+    return text + (")" if high_open or high is None else "]")
 
 
 def check_positive(name: str, value: float) -> float:
@@ -84,3 +97,85 @@ def check_choice(name: str, value: str, choices: Iterable[str]) -> str:
     if value not in choices:
         raise ConfigError(f"{option(name)} must be one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """What one parameter may be: ``check(name, value)`` raises the one-line
+    :class:`ConfigError` (naming ``--name``), ``text`` says the same in words for ``--help``,
+    ``choices`` lists the allowed values of a choice (shown by argparse)."""
+
+    check: Callable[[str, Any], object]
+    text: str
+    choices: tuple[str, ...] | None = None
+
+
+def count(minimum: int = 1) -> Rule:
+    """An integer >= ``minimum`` (:func:`check_count`)."""
+    return Rule(lambda name, value: check_count(name, value, minimum), f"integer >= {minimum}")
+
+
+def interval(
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Rule:
+    """A finite number in the interval (:func:`check_range`)."""
+
+    def check(name: str, value: float) -> float:
+        return check_range(name, value, low, high, low_open, high_open)
+
+    return Rule(check, _interval_text(low, high, low_open, high_open))
+
+
+POSITIVE = interval(0, low_open=True)
+NONNEGATIVE = interval(0)
+FRACTION = interval(0, 1)
+SEED = Rule(lambda name, value: check_seed(value), "integer in [0, 2147483647]")
+
+
+def one_of(choices: Iterable[str]) -> Rule:
+    """One of ``choices`` (:func:`check_choice`)."""
+    choices = tuple(choices)
+    return Rule(lambda name, value: check_choice(name, value, choices), "", choices)
+
+
+def optional(rule: Rule) -> Rule:
+    """``None`` (meaning "the method decides") or a value ``rule`` allows."""
+
+    def check(name: str, value: object) -> object:
+        return value if value is None else rule.check(name, value)
+
+    return Rule(check, rule.text, rule.choices)
+
+
+def each(rule: Rule) -> Rule:
+    """A non-empty tuple whose every value ``rule`` allows (e.g. ``--ft-epochs 3,25``)."""
+
+    def check(name: str, values: tuple) -> tuple:
+        if not values:
+            raise ConfigError(f"{option(name)} needs at least one value")
+        for value in values:
+            rule.check(name, value)
+        return values
+
+    return Rule(check, f"each {rule.text}" if rule.text else "", rule.choices)
+
+
+def check_fields(values: Iterable[tuple[str, object, Rule]]) -> None:
+    """Check every ``(option name, value, rule)``; the first failure raises its one line."""
+    for name, value, rule in values:
+        rule.check(name, value)
+
+
+def check_layer_names(names: Sequence[str], valid: Sequence[str]) -> None:
+    """``--prune-layers``: ``names`` must be a non-empty selection of ``valid`` (the names of
+    the layers with prunable kernels, :mod:`fedprune.sparsity.layers`)."""
+    unknown = [n for n in names if n not in valid]
+    if unknown or not names:
+        given = ", ".join(unknown) if unknown else "none"
+        raise ConfigError(
+            f"--prune-layers: unknown or missing layer name ({given}); "
+            f"the layers with prunable kernels are {', '.join(valid)}"
+        )

@@ -4,6 +4,9 @@
     fedprune train fedavg --dataset uci_har --rounds 5 --clients-per-round 10 --out runs/NAME
     fedprune train fedcref --dataset mnist --dirtiness 0.3 --out runs/NAME
 
+The ``train`` sub-commands come from the method registry (:mod:`fedprune.methods`), their
+options from each method's configuration (:mod:`fedprune.configs.command_line`); every method
+takes one path: options -> configuration -> ``--out`` checked -> workers -> runner.
 Errors a user can fix are printed as one line (``fedprune: error: ...``) with exit status 2.
 """
 
@@ -15,21 +18,15 @@ import os
 import sys
 from collections.abc import Sequence
 
+from fedprune.configs.command_line import add_config_options, config_from_options
+from fedprune.configs.har import HAR_DATASETS
 from fedprune.errors import FedpruneError
+from fedprune.methods import METHODS
 
-DATASETS = ("uci_har", "wisdm")
-
-
-def _add_data_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dataset", required=True, choices=DATASETS, help="which HAR dataset to use"
-    )
-    parser.add_argument(
-        "--data-dir",
-        default=None,
-        help="folder with uci_har/ and wisdm/ sub-folders "
-        "(default: $FEDPRUNE_DATA_DIR, else ./data; missing files are downloaded)",
-    )
+DATA_DIR_HELP = (
+    "folder with the datasets' sub-folders (uci_har/, wisdm/, mnist/, ...) "
+    "(default: $FEDPRUNE_DATA_DIR, else ./data; missing files are downloaded)"
+)
 
 
 def _positive_int(text: str) -> int:
@@ -39,40 +36,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _int_list(length: int | None):  # noqa: ANN202 (argparse type factory)
-    def parse(text: str) -> tuple[int, ...]:
-        try:
-            values = tuple(int(v) for v in text.split(","))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected comma-separated integers, got {text!r}"
-            ) from None
-        if length is not None and len(values) != length:
-            raise argparse.ArgumentTypeError(f"expected {length} values, got {text!r}")
-        return values
-
-    return parse
-
-
-def _name_list(text: str) -> tuple[str, ...]:
-    """Comma-separated names; whether they exist is checked by the configuration."""
-    return tuple(n.strip() for n in text.split(",") if n.strip())
-
-
-def _add_training_args(parser: argparse.ArgumentParser) -> None:
-    _add_data_args(parser)
-    parser.add_argument(
-        "--clients-per-round", type=_positive_int, default=10, help="clients sampled per round (10)"
-    )
-    parser.add_argument("--local-epochs", type=_positive_int, default=3, help="local epochs E (3)")
-    parser.add_argument("--batch-size", type=_positive_int, default=32, help="batch size (32)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="client Adam learning rate (1e-3)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for init, split, sampling (0)")
-    parser.add_argument(
-        "--standardize",
-        action="store_true",
-        help="z-score each channel per client, fitted on the client's training windows",
-    )
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Options of every ``fedprune train`` method that are not part of its configuration:
+    where data and the run go, the TFF workers, the terminal."""
+    parser.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     parser.add_argument("--out", required=True, help="run directory, e.g. runs/NAME")
     parser.add_argument(
         "--workers",
@@ -109,68 +76,17 @@ def _add_training_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_pipeline_args(parser: argparse.ArgumentParser) -> None:
-    """Options of the clustered/pruned pipeline; unset ones take the method's defaults."""
-    add = parser.add_argument
-    add(
-        "--phases",
-        type=_int_list(3),
-        metavar="T0,T1,T2",
-        help="rounds of FedAvg, dense cluster training, masked cluster training",
-    )
-    add("--clusters", type=_positive_int, help="clusters K")
-    add("--prox", type=float, help="lambda of the proximal term, Eq. 5")
-    add("--start-sparsity", type=float, help="sparsity after Phase-3 round 1 (CA-AFP)")
-    add("--target-sparsity", type=float, help="final sparsity of the pruned kernels")
-    add("--prune-frequency", type=_positive_int, help="update masks every f rounds (CA-AFP)")
-    add("--churn", type=float, help="churn rate rho (CA-AFP)")
-    for name, score in (("alpha", "magnitude"), ("beta", "coherence"), ("gamma", "consistency")):
-        add(f"--{name}", type=float, help=f"weight of the {score} score (CA-AFP)")
-    add(
-        "--block",
-        type=_positive_int,
-        help="mask granularity: 1 = per weight; 16 = blocks TFLite stores compactly",
-    )
-    add(
-        "--budget",
-        choices=("global", "layerwise"),
-        help="pruning budget: global = one ranking over all kernels (the paper's Alg. 1); "
-        "layerwise = every kernel pruned to the target on its own (our extension, for export "
-        "size)",
-    )
-    add(
-        "--prune-layers",
-        type=_name_list,
-        metavar="NAME[,NAME...]",
-        help="prune only the kernels of these layers (conv1, conv2, dense, probs; default: all, "
-        "the paper); the sparsity targets then count only their weights, the other kernels stay "
-        "dense (our extension, for export size)",
-    )
-    add(
-        "--ft-epochs",
-        type=_int_list(None),
-        metavar="E[,E...]",
-        help="fine-tuning epochs reported, all from one trained run",
-    )
-    parser.epilog = "Options not given take the method's defaults (the paper's Tables 5-6)."
-
-
-PIPELINE_OPTIONS = (
-    "phases",
-    "clusters",
-    "prox",
-    "start_sparsity",
-    "target_sparsity",
-    "prune_frequency",
-    "churn",
-    "alpha",
-    "beta",
-    "gamma",
-    "block",
-    "budget",
-    "prune_layers",
-    "ft_epochs",
-)
+def _add_train_parsers(train: argparse._SubParsersAction) -> None:
+    """One sub-command per registered method; its options come from its configuration."""
+    for method in METHODS.values():
+        parser = train.add_parser(
+            method.name,
+            help=method.summary.replace("%", "%%"),
+            description=method.description,
+            epilog="Options not given take the defaults shown.",
+        )
+        add_config_options(parser, method.config)
+        _add_run_options(parser)
 
 
 def add_reproduce_options(parser: argparse.ArgumentParser) -> None:
@@ -200,52 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Quantity, label and feature skew of the natural one-client-per-subject "
         "partition (definitions in fedprune/data/stats.py).",
     )
-    _add_data_args(stats)
+    stats.add_argument(
+        "--dataset", required=True, choices=HAR_DATASETS, help="which HAR dataset to use"
+    )
+    stats.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     train = commands.add_parser("train", help="train a federated model").add_subparsers(
         dest="method", required=True
     )
-    fedavg = train.add_parser(
-        "fedavg",
-        help="plain FedAvg (CA-AFP Phase 1 only)",
-        description="Federated averaging on TFF; writes config.json, metrics.csv, "
-        "checkpoint.npz and summary.json to --out. Re-running the same command resumes "
-        "an interrupted run, and returns a finished one without recomputing it.",
-    )
-    _add_training_args(fedavg)
-    fedavg.add_argument("--rounds", type=_positive_int, default=50, help="global rounds (50)")
-
-    from fedprune.algorithms.descriptions import DESCRIPTIONS
-
-    for method, (summary, description) in DESCRIPTIONS.items():
-        sub = train.add_parser(method, help=summary, description=description)
-        _add_training_args(sub)
-        _add_pipeline_args(sub)
-    clusterfl = train.add_parser(
-        "clusterfl",
-        help="ClusterFL baseline (dense, clustered multi-task learning by ADMM)",
-        description="One model per client coupled by a learned cluster structure: local "
-        "proximal steps on TFF, closed-form Omega step, spectral/k-means cluster step, dual "
-        "step (fedprune/algorithms/clusterfl.py), then fine-tuning. Writes config.json, "
-        "metrics.csv, clusters.json, personal_ft<E>.npz and summary.json; resumable.",
-    )
-    _add_training_args(clusterfl)
-    from fedprune import cli_fedcref
-
-    cli_fedcref.add_train_parser(train)
-    clusterfl.add_argument("--rounds", type=_positive_int, default=50, help="rounds (50)")
-    clusterfl.add_argument("--clusters", type=_positive_int, default=3, help="clusters K (3)")
-    clusterfl.add_argument("--rho", type=float, default=5e-3, help="ADMM penalty rho (5e-3)")
-    clusterfl.add_argument("--alpha", type=float, default=1e-3, help="alpha (1e-3)")
-    clusterfl.add_argument("--beta", type=float, default=5e-4, help="beta (5e-4)")
-    clusterfl.add_argument(
-        "--ft-epochs",
-        type=_int_list(None),
-        default=(3, 25),
-        metavar="E[,E...]",
-        help="fine-tuning epochs reported (3,25)",
-    )
+    _add_train_parsers(train)
 
     worker = commands.add_parser(
         "worker",
@@ -274,7 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
         "the paper's values. Finished runs are kept; rerun the command to resume.",
     )
     add_reproduce_options(table2)
-    cli_fedcref.add_reproduce_parser(targets)
+    fedcref = targets.add_parser(
+        "fedcref",
+        help="Tables 5-6 and Figure 8 of the FedCRef paper on real MNIST-family data",
+        description="Runs FedCRef with dirtiness 0, 0.3 and 0.5 on MNIST (EMNIST stand-in), "
+        "Fashion-MNIST and KMNIST-test for every seed and writes fedcref_table.md/.csv and "
+        "fedcref_iterations.png next to the paper's values. Finished runs are kept; rerun "
+        "the command to resume.",
+    )
+    add_reproduce_options(fedcref)
     return parser
 
 
@@ -306,42 +194,19 @@ def _data_stats(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
+    """Build the method's configuration (a bad value fails here, before anything is made),
+    check ``--out``, then train with the TFF workers installed."""
     from fedprune.quiet import quiet_environment, quiet_python_logging
-    from fedprune.runs import check_out_dir, removed_unless_started
 
     quiet_environment(args.verbose)  # before TensorFlow is imported
+    method = METHODS[args.method]
+    config = config_from_options(method.config, args)
+    from fedprune.runs import check_out_dir, removed_unless_started
 
-    common = dict(
-        dataset=args.dataset,
-        clients_per_round=args.clients_per_round,
-        local_epochs=args.local_epochs,
-        batch_size=args.batch_size,
-        learning_rate=args.lr,
-        seed=args.seed,
-        standardize=args.standardize,
-    )
-    if args.method == "fedavg":
-        from fedprune.algorithms.fedavg import FedAvgConfig, run_fedavg
-
-        config, runner = FedAvgConfig(rounds=args.rounds, **common), run_fedavg
-        config.validate()
-    elif args.method == "clusterfl":
-        from fedprune.algorithms.clusterfl import ClusterFLConfig, run_clusterfl
-
-        extra = {k: getattr(args, k) for k in ("rounds", "clusters", "rho", "alpha", "beta")}
-        config = ClusterFLConfig(**common, **extra, ft_epochs=args.ft_epochs).resolved()
-        runner = run_clusterfl
-    else:
-        from fedprune.algorithms.registry import METHODS, run_method
-
-        factory, runner = METHODS[args.method][0], run_method
-        overrides = {k: getattr(args, k) for k in PIPELINE_OPTIONS if getattr(args, k) is not None}
-        dataset = common.pop("dataset")
-        config = factory(dataset, **common, **overrides).resolved()
     quiet_python_logging()
     check_out_dir(args.out)
     with removed_unless_started(args.out):
-        _install_and_run(args, config, runner)
+        _install_and_run(args, config, method.run_function())
 
 
 def _install_and_run(args: argparse.Namespace, config: object, runner: object) -> None:
@@ -392,10 +257,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "data":
             _data_stats(args)
-        elif args.command == "train" and args.method == "fedcref":
-            from fedprune import cli_fedcref
-
-            cli_fedcref.run_train(args)
         elif args.command == "train":
             _train(args)
         elif args.command == "reproduce":

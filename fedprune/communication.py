@@ -3,6 +3,12 @@
 Eq. 13 counts every transfer (download and upload, per participating client) as the dense
 parameter count x (1 - sparsity) x 4 bytes, i.e. 4 bytes per non-zero parameter.
 
+Interpretation (the unit): Eq. 13 divides the bytes by 1024² and the paper calls the result
+"MB"; that is a mebibyte (MiB). :meth:`CommAccounts.total_mb` divides by 10^6 (decimal MB,
+what the summaries have always reported) and :meth:`CommAccounts.total_mib` by 1024², the
+paper's unit. The same bytes read 4.9 % higher in MB than in MiB (1024² / 10^6 = 1.0486), so
+compare with the paper's tables in MiB.
+
 The payload is what a sparse model actually costs when encoded: a bitmask over the prunable
 kernels (1 bit per mask unit: a weight, or a block of weights with ``--block``) plus 4-byte
 values of the unmasked kernel weights, plus the dense never-pruned tensors (biases); a model
@@ -77,5 +83,28 @@ class CommAccounts:
             for c in self.CATEGORIES
         }
 
+    def total_bytes(self, kind: str) -> float:
+        """All bytes of ``kind`` (``"eq13"`` or ``"payload"``) over every category."""
+        if kind not in ("eq13", "payload"):
+            raise ValueError(f"kind must be 'eq13' or 'payload', got {kind!r}")
+        return sum(getattr(self, kind).values())
+
     def total_mb(self, kind: str) -> float:
-        return sum(getattr(self, kind).values()) / 1e6
+        """:meth:`total_bytes` in decimal megabytes (bytes / 10^6)."""
+        return self.total_bytes(kind) / 1e6
+
+    def total_mib(self, kind: str) -> float:
+        """:meth:`total_bytes` in Eq. 13's unit, bytes / 1024² (the paper's "MB")."""
+        return self.total_bytes(kind) / 1024**2
+
+    def summary(self) -> dict[str, float | dict[str, float]]:
+        """The ``summary.json`` entries: totals and per-category figures in MB (10^6 bytes,
+        as fedprune has always reported) and Eq. 13 also in the paper's MiB."""
+        return {
+            "comm_mb_eq13": self.total_mb("eq13"),
+            "comm_mb_payload": self.total_mb("payload"),
+            "comm_mb_eq13_by_kind": {c: v / 1e6 for c, v in self.eq13.items()},
+            "comm_mb_payload_by_kind": {c: v / 1e6 for c, v in self.payload.items()},
+            "comm_mib_eq13": self.total_mib("eq13"),
+            "comm_mib_eq13_by_kind": {c: v / 1024**2 for c, v in self.eq13.items()},
+        }

@@ -10,8 +10,8 @@ epochs in one go). Fine-tuning is local: no communication. All clients train at 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
@@ -19,7 +19,9 @@ from tqdm import tqdm
 from fedprune.data.partition import ClientData, FederatedData
 from fedprune.engine.stacked import StackedModel, predict_each
 from fedprune.metrics import accuracy, fairness
-from fedprune.models.cnn1d import build_har_cnn
+from fedprune.models.spec import ModelSpec
+from fedprune.models.table import MODELS
+from fedprune.sparsity.layers import kernel_flags, select
 
 
 def finetune_all(
@@ -47,7 +49,7 @@ def finetune_all(
     ids = [client.client_id for client in clients]
     seeds = [int(np.random.default_rng([seed, cid]).integers(2**31 - 1)) for cid in ids]
     stack = StackedModel(
-        build_har_cnn(input_shape, num_classes),
+        MODELS["har_cnn"].build(input_shape, num_classes),
         [start[cid] for cid in ids],
         [kernel_masks[cid] for cid in ids],
         seeds,
@@ -75,57 +77,59 @@ def finetune_all(
     return out
 
 
+@dataclasses.dataclass
+class FineTuned:
+    """Phase 4's result: per length E the summary entry (``avg_acc``, ``fairness``,
+    ``client_acc``) and every client's personal model, and the mean personal sparsity over
+    the prunable kernels after the longest fine-tuning."""
+
+    summary: dict[str, dict]
+    models: dict[int, dict[int, list[np.ndarray]]]  # {E: {client id: weights}}
+    sparsity: float
+
+
 def finetune_and_evaluate(
-    run_path: Path,
     data: FederatedData,
     start: Mapping[int, Sequence[np.ndarray]],
     kernel_masks: Mapping[int, Sequence[np.ndarray]],
-    config: object,
+    epochs: Sequence[int],
+    seed: int,
+    batch_size: int,
+    learning_rate: float,
+    desc: str,
     progress: bool = True,
-) -> tuple[dict, float]:
-    """Phase 4 for every client, saved as ``personal_ft<E>.npz``; returns the summary's
-    ``finetune`` entry ({E: avg_acc, fairness, client_acc}) and the mean personal sparsity
-    over the prunable kernels. ``config`` supplies method, dataset, ft_epochs, seed,
-    batch_size and learning_rate."""
-    bar = tqdm(
-        total=max(config.ft_epochs),
-        desc=f"{config.method} {config.dataset} fine-tuning {data.num_clients} clients",
-        unit="epoch",
-        disable=not progress,
-    )
+) -> FineTuned:
+    """Phase 4 for every client of ``data`` (:func:`finetune_all` with a progress bar over
+    epochs, described by ``desc``), evaluated on each client's test windows. The caller
+    saves the personal models (:func:`fedprune.runs.artefacts.write_personal_models`)."""
+    bar = tqdm(total=max(epochs), desc=desc, unit="epoch", disable=not progress)
     tuned = finetune_all(
         data.input_shape,
         data.num_classes,
         data.clients,
         start,
         kernel_masks,
-        config.ft_epochs,
-        config.seed,
-        config.batch_size,
-        config.learning_rate,
+        epochs,
+        seed,
+        batch_size,
+        learning_rate,
         progress=bar,
     )
     bar.close()
-    finetune, sparsities = {}, []
+    summary, models, sparsities = {}, {}, []
     for e, per_client in tuned.items():
         client_acc = {cid: acc for cid, (acc, _) in per_client.items()}
-        finetune[str(e)] = {
+        summary[str(e)] = {
             "avg_acc": float(np.mean(list(client_acc.values()))),
             "fairness": fairness(client_acc),
             "client_acc": {str(k): v for k, v in client_acc.items()},
         }
-        np.savez(
-            Path(run_path) / f"personal_ft{e}.npz",
-            **{
-                f"client{cid}_{i}": w
-                for cid, (_, ws) in per_client.items()
-                for i, w in enumerate(ws)
-            },
-        )
+        models[e] = {cid: ws for cid, (_, ws) in per_client.items()}
+        flags = kernel_flags(ModelSpec(data.input_shape, data.num_classes, seed))
         sparsities = [
             1.0
-            - sum(int(np.count_nonzero(w)) for w in ws if w.ndim > 1)
-            / sum(w.size for w in ws if w.ndim > 1)
+            - sum(int(np.count_nonzero(w)) for w in select(ws, flags))
+            / sum(w.size for w in select(ws, flags))
             for _, ws in per_client.values()
         ]
-    return finetune, float(np.mean(sparsities))
+    return FineTuned(summary, models, float(np.mean(sparsities)))

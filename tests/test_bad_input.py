@@ -24,6 +24,7 @@ FEDAVG += ["--local-epochs", "1", "--no-progress"]
 CAAFP = ["train", "caafp", "--dataset", "uci_har", "--phases", "1,0,0", "--ft-epochs", "1"]
 CAAFP += ["--no-progress"]
 CLUSTERFL = ["train", "clusterfl", "--dataset", "uci_har", "--rounds", "1", "--no-progress"]
+FEDCREF = ["train", "fedcref", "--clients", "2", "--samples-per-class", "2", "--no-progress"]
 
 
 def _nothing(tmp: Path, finished: Path) -> None:
@@ -80,7 +81,20 @@ CASES = {
     "prox nan": (_nothing, CAAFP + ["--prox", "nan"], "--prox must be a finite number"),
     "seed -1": (_nothing, FEDAVG + ["--seed", "-1"], "--seed must be an integer in [0"),
     "churn 2": (_nothing, CAAFP + ["--churn", "2"], "--churn must be in [0, 1]"),
-    "clients-per-round 0": (_nothing, FEDAVG + ["--clients-per-round", "0"], "must be >= 1"),
+    "clients-per-round 0": (
+        _nothing,
+        FEDAVG + ["--clients-per-round", "0"],
+        "--clients-per-round must be an integer >= 1, got 0",
+    ),
+    "clusterfl Omega step": (
+        _nothing,
+        CLUSTERFL + ["--alpha", "0", "--beta", "0.01"],
+        "must be > 0 for the Omega step",
+    ),
+    "scoring weights not all given": (_nothing, CAAFP + ["--alpha", "0.5"], "all of --alpha"),
+    "unknown prune layer": (_nothing, CAAFP + ["--prune-layers", "fc"], "--prune-layers"),
+    "fedcref epochs 0": (_nothing, FEDCREF + ["--epochs", "0"], "--epochs must be an integer"),
+    "fedcref dirtiness 1": (_nothing, FEDCREF + ["--dirtiness", "1"], "--dirtiness must be in"),
     "clusters above clients": (
         _nothing,
         CAAFP + ["--clusters", "40"],

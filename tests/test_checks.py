@@ -57,3 +57,33 @@ def test_counts_seeds_choices_and_data_bounds():
     assert check_at_most("clusters", 30, 30, "clients") == 30
     with pytest.raises(ConfigError, match=r"--clusters must be at most 30 \(clients\), got 40"):
         check_at_most("clusters", 40, 30, "clients")
+
+
+def test_rules_check_and_describe_the_same_range():
+    from fedprune.checks import (
+        FRACTION,
+        POSITIVE,
+        SEED,
+        check_fields,
+        count,
+        each,
+        one_of,
+        optional,
+    )
+
+    assert (FRACTION.text, POSITIVE.text, count(2).text) == ("[0, 1]", "(0, inf)", "integer >= 2")
+    assert SEED.text == "integer in [0, 2147483647]"
+    with pytest.raises(ConfigError, match=r"--churn must be in \[0, 1\], got 1.5"):
+        FRACTION.check("churn", 1.5)
+    assert optional(FRACTION).check("alpha", None) is None
+    with pytest.raises(ConfigError, match=r"--alpha must be in \[0, 1\]"):
+        optional(FRACTION).check("alpha", -0.1)
+    assert each(count(0)).check("ft_epochs", (0, 3)) == (0, 3)
+    with pytest.raises(ConfigError, match="--ft-epochs needs at least one value"):
+        each(count(0)).check("ft_epochs", ())
+    with pytest.raises(ConfigError, match="--ft-epochs must be an integer >= 0, got -1"):
+        each(count(0)).check("ft_epochs", (3, -1))
+    assert one_of(("a", "b")).choices == ("a", "b")
+    # check_fields stops at the first failure, in the given order
+    with pytest.raises(ConfigError, match="--rounds"):
+        check_fields([("lr", 1e-3, POSITIVE), ("rounds", 0, count()), ("seed", -1, SEED)])

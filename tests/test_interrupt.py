@@ -88,13 +88,11 @@ def test_sigint_to_the_process_group_stops_cleanly_and_resumes(method, tmp_path,
         time.sleep(2.0)  # inside the first iteration's local training
     assert not (out / "summary.json").exists(), "the run finished before it could be interrupted"
     os.killpg(proc.pid, signal.SIGINT)
-    sent = time.monotonic()
     try:
         _, err = proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"{method}: still running 10 s after SIGINT")
-    assert time.monotonic() - sent <= 10
     assert proc.returncode == 130, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines[-1] == "fedprune: interrupted; run the same command again to resume", err

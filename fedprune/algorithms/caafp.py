@@ -36,10 +36,12 @@ Interpretations (the paper is silent or inconsistent; all configurable):
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 
-from fedprune.algorithms.pipeline import PipelineConfig
+from fedprune.algorithms.pipeline import run_pipeline
+from fedprune.configs.pipeline import PipelineConfig
 from fedprune.sparsity import masks as M
 from fedprune.sparsity.schedule import PruneHealSchedule
 from fedprune.sparsity.scores import importance
@@ -47,17 +49,29 @@ from fedprune.sparsity.scores import importance
 
 @dataclasses.dataclass(frozen=True)
 class PruneAndHeal:
-    """CA-AFP's mask policy for one run configuration."""
+    """CA-AFP's mask policy: the prune-and-heal ``schedule`` (its ``rounds`` = T2), the start
+    sparsity reached after Phase-3 round 1, the score weights (alpha, beta, gamma) of Eq. 8,
+    the mask unit (``block``) and the budget."""
 
-    config: PipelineConfig
+    schedule: PruneHealSchedule
+    start_sparsity: float
+    weights: tuple[float, float, float]
+    block: int = 1
+    budget: str = "global"
 
-    @property
-    def schedule(self) -> PruneHealSchedule:
-        return self.config.schedule()
+    @classmethod
+    def from_config(cls, config: PipelineConfig) -> PruneAndHeal:
+        return cls(
+            config.schedule(),
+            config.start_sparsity,
+            (config.alpha, config.beta, config.gamma),
+            config.block,
+            config.budget,
+        )
 
     def scoring_round(self, t: int) -> bool:
-        first = t == 1 and self.config.start_sparsity > 0
-        return first or (t < self.config.phases[2] and self.schedule.prunes_at(t))
+        first = t == 1 and self.start_sparsity > 0
+        return first or (t < self.schedule.rounds and self.schedule.prunes_at(t))
 
     def update(
         self,
@@ -67,14 +81,11 @@ class PruneAndHeal:
         masks: list[np.ndarray],
         stats: dict[str, list[np.ndarray]],
     ) -> list[np.ndarray]:
-        c = self.config
-        scores = importance(
-            aggregated, stats["w"], stats["w2"], stats["grad_sign"], c.alpha, c.beta, c.gamma
-        )
-        if t == 1 and c.start_sparsity > 0:
-            return M.prune_to(masks, scores, c.start_sparsity, c.block, c.budget)
+        scores = importance(aggregated, stats["w"], stats["w2"], stats["grad_sign"], *self.weights)
+        if t == 1 and self.start_sparsity > 0:
+            return M.prune_to(masks, scores, self.start_sparsity, self.block, self.budget)
         regrow = [np.abs(g) for g in stats["grad"]]
-        if c.budget == "layerwise":
+        if self.budget == "layerwise":
             steps = [self.schedule.step(t, m.size, int(m.sum())) for m in masks]
             return M.prune_and_regrow_layerwise(
                 masks,
@@ -82,14 +93,21 @@ class PruneAndHeal:
                 regrow,
                 [s.n_prune for s in steps],
                 [s.n_grow for s in steps],
-                c.block,
+                self.block,
             )
         n_total = int(sum(m.size for m in masks))
         n_active = int(sum(m.sum() for m in masks))
         step = self.schedule.step(t, n_total, n_active)
-        return M.prune_and_regrow(masks, scores, regrow, step.n_prune, step.n_grow, c.block)
+        return M.prune_and_regrow(masks, scores, regrow, step.n_prune, step.n_grow, self.block)
 
 
-def caafp_config(dataset: str, **overrides: object) -> PipelineConfig:
-    """CA-AFP with the paper's defaults (Tables 5-6), overridden by keyword."""
-    return PipelineConfig(dataset=dataset, method="caafp", **overrides)
+def run_caafp(
+    config: PipelineConfig,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+) -> dict:
+    """Train (or resume, or return the finished) CA-AFP run in ``out``; returns the summary.
+    Global-FT (:mod:`fedprune.algorithms.global_ft`) runs through here with K = 1."""
+    policy = PruneAndHeal.from_config(config) if config.phases[2] > 0 else None
+    return run_pipeline(config, policy, out, data_dir, progress)

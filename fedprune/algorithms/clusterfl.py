@@ -32,66 +32,24 @@ node-selection parts of ClusterFL (for slow devices) are not simulated.
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
 from pathlib import Path
 
 import numpy as np
 import tensorflow_federated as tff
 from sklearn.cluster import KMeans
-from tqdm import tqdm
 
-from fedprune.checks import (
-    check_at_most,
-    check_count,
-    check_nonnegative,
-    check_positive,
-    check_seed,
-)
+from fedprune.algorithms.personal import finetune_personal
+from fedprune.checks import check_at_most
 from fedprune.communication import CommAccounts
+from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.data.registry import load_federated
 from fedprune.engine.client_work import LocalTraining
-from fedprune.engine.process import ModelSpec, build_learning_process, with_client_work_state
+from fedprune.engine.loop import Step, run_rounds
+from fedprune.engine.process import build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_rounds_concurrently, sample_clients
-from fedprune.errors import ConfigError
-from fedprune.finetune import finetune_and_evaluate
-from fedprune.runs import RunDir
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterFLConfig:
-    """Hyper-parameters; defaults from the CA-AFP paper's Tables 5-6."""
-
-    dataset: str
-    rounds: int = 50
-    clusters: int = 3
-    rho: float = 5e-3
-    alpha: float = 1e-3
-    beta: float = 5e-4
-    clients_per_round: int = 10
-    local_epochs: int = 3
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    ft_epochs: tuple[int, ...] = (3, 25)
-    seed: int = 0
-    standardize: bool = False
-    method: str = "clusterfl"
-
-    def resolved(self) -> ClusterFLConfig:
-        for name in ("rounds", "clusters", "clients_per_round", "local_epochs", "batch_size"):
-            check_count(name, getattr(self, name))
-        check_positive("lr", self.learning_rate)
-        check_positive("rho", self.rho)
-        check_nonnegative("alpha", self.alpha)
-        check_nonnegative("beta", self.beta)
-        if not self.ft_epochs:
-            raise ConfigError("--ft-epochs needs at least one value")
-        for e in self.ft_epochs:
-            check_count("ft_epochs", e, minimum=0)
-        check_seed(self.seed)
-        if 2 * self.alpha + self.rho - 2 * self.beta <= 0:
-            raise ConfigError("2 alpha + rho - 2 beta must be > 0 for the Omega step")
-        return self
+from fedprune.models.spec import ModelSpec
+from fedprune.runs import RunDir, artefacts
+from fedprune.sparsity.layers import kernel_flags, select
 
 
 def omega_step(
@@ -138,6 +96,26 @@ def _unflat(vector: np.ndarray, like: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+@dataclasses.dataclass
+class ClusterFLState:
+    """W, U, Omega (rows: clients in data order), the cluster labels, and the accounts."""
+
+    w: np.ndarray
+    u: np.ndarray
+    omega: np.ndarray
+    labels: np.ndarray
+    accounts: CommAccounts
+
+    def to_checkpoint(self) -> tuple[dict, dict]:
+        arrays = {
+            "w": [self.w],
+            "u": [self.u.astype(np.float32)],
+            "omega": [self.omega.astype(np.float32)],
+            "labels": [self.labels],
+        }
+        return arrays, self.accounts.scalars()
+
+
 def run_clusterfl(
     config: ClusterFLConfig,
     out: str | Path,
@@ -145,7 +123,6 @@ def run_clusterfl(
     progress: bool = True,
 ) -> dict:
     """Train (or resume, or return the finished) ClusterFL run in ``out``."""
-    config = config.resolved()
     run = RunDir(out, dataclasses.asdict(config))
     if run.finished:
         return run.read_summary()
@@ -155,92 +132,78 @@ def run_clusterfl(
     init = [np.asarray(w) for w in spec.initial_weights().trainable]
     ids = [c.client_id for c in data.clients]
     by_id = {c.client_id: c for c in data.clients}
+    row_of = {cid: i for i, cid in enumerate(ids)}
     n_params = int(sum(w.size for w in init))
-    accounts = CommAccounts(n_params, n_params, n_params)
 
-    w = np.tile(_flat(init), (len(ids), 1))
-    u = np.zeros_like(w)
-    omega = w.copy()
-    labels = np.zeros(len(ids), dtype=np.int64)
-    done, wall_before = 0, 0.0
-    checkpoint = run.load_checkpoint()
-    if checkpoint is not None:
-        done, arrays, scalars = checkpoint
+    def accounts(saved: dict | None = None) -> CommAccounts:
+        return CommAccounts(n_params, n_params, n_params, saved)  # dense: nothing prunable
+
+    def initial() -> ClusterFLState:
+        w = np.tile(_flat(init), (len(ids), 1))
+        return ClusterFLState(
+            w, np.zeros_like(w), w.copy(), np.zeros(len(ids), np.int64), accounts()
+        )
+
+    def restore(_rounds: int, arrays: dict, scalars: dict) -> ClusterFLState:
         w, u, omega, labels = (arrays[k][0] for k in ("w", "u", "omega", "labels"))
-        wall_before = scalars["wall_s"]
-        accounts = CommAccounts(n_params, n_params, n_params, scalars)
-    run.truncate_metrics(done)
-    f = indicator(labels, config.clusters)
-    start = time.perf_counter()
+        return ClusterFLState(w, u, omega, labels, accounts(scalars))
 
     process = build_learning_process(
         spec, LocalTraining(config.local_epochs, config.learning_rate, prox=config.rho)
     )
     base = process.initialize()
-    row_of = {cid: i for i, cid in enumerate(ids)}
-    bar = tqdm(
-        range(done + 1, config.rounds + 1),
-        initial=done,
-        total=config.rounds,
-        desc=f"clusterfl {config.dataset}",
-        unit="round",
-        disable=not progress,
-    )
-    for r in bar:
+
+    def step(r: int, state: ClusterFLState) -> Step[ClusterFLState]:
+        """One round: local steps of the sampled clients, then the Omega, cluster and dual
+        steps (the module's 1-4)."""
         chosen = sample_clients(ids, config.clients_per_round, config.seed, r)
+        w, u, omega = state.w, state.u, state.omega
+        f = indicator(state.labels, config.clusters)
         jobs = []
         for cid in chosen:
             i = row_of[cid]
-            state = process.set_model_weights(
+            start = process.set_model_weights(
                 base, tff.learning.models.ModelWeights(_unflat(w[i], init), [])
             )
-            state = with_client_work_state(state, anchor=_unflat(omega[i] - u[i], init))
-            jobs.append((process, state, [by_id[cid]]))
+            start = with_client_work_state(start, anchor=_unflat(omega[i] - u[i], init))
+            jobs.append((process, start, [by_id[cid]]))
         outputs = run_rounds_concurrently(jobs, r, config.seed, config.batch_size)
         losses = []
         for cid, output in zip(chosen, outputs):
             trained = process.get_model_weights(output.state).trainable
             w[row_of[cid]] = _flat([np.asarray(t) for t in trained])
             losses.append(float(output.metrics["client_work"]["train"]["train_loss"]))
-        accounts.model(n_params, 2 * len(chosen))
+        state.accounts.model(n_params, 2 * len(chosen))
         omega = omega_step(w, u, f, config.rho, config.alpha, config.beta).astype(np.float32)
         labels, f = cluster_step(omega, config.clusters, config.seed)
         u = (u + w - omega).astype(np.float32)
-        run.append_metrics(
-            {
-                "round": r,
-                "clients": len(chosen),
-                "train_loss": float(np.mean(losses)),
-                "cluster_sizes": "/".join(
-                    str(int(np.sum(labels == c))) for c in range(config.clusters)
-                ),
-                "primal_residual": float(np.linalg.norm(w - omega)),
-                "comm_mb_eq13": accounts.total_mb("eq13"),
-            }
-        )
-        run.save_checkpoint(
-            r,
-            {
-                "w": [w],
-                "u": [u.astype(np.float32)],
-                "omega": [omega.astype(np.float32)],
-                "labels": [labels],
-            },
-            {"wall_s": wall_before + time.perf_counter() - start, **accounts.scalars()},
-        )
-    bar.close()
+        row = {
+            "round": r,
+            "clients": len(chosen),
+            "train_loss": float(np.mean(losses)),
+            "cluster_sizes": "/".join(
+                str(int(np.sum(labels == c))) for c in range(config.clusters)
+            ),
+            "primal_residual": float(np.linalg.norm(w - omega)),
+            "comm_mb_eq13": state.accounts.total_mb("eq13"),
+        }
+        return Step(ClusterFLState(w, u, omega, labels, state.accounts), [row])
 
-    (run.path / "clusters.json").write_text(
-        json.dumps({str(cid): int(labels[row_of[cid]]) for cid in ids}, indent=2) + "\n"
+    result = run_rounds(
+        run,
+        initial,
+        restore,
+        step,
+        config.rounds,
+        desc=f"clusterfl {config.dataset}",
+        progress=progress,
     )
-    ones = [np.ones_like(k) for k in init if k.ndim > 1]
-    finetune, sparsity = finetune_and_evaluate(
-        run.path,
-        data,
-        {cid: _unflat(w[row_of[cid]], init) for cid in ids},
-        {cid: ones for cid in ids},
-        config,
-        progress,
+    state = result.state
+    artefacts.write_clusters(run.path, {cid: int(state.labels[row_of[cid]]) for cid in ids})
+    ones = select([np.ones_like(k) for k in init], kernel_flags(spec))
+    start = {cid: _unflat(state.w[row_of[cid]], init) for cid in ids}
+    tuned, deploy = finetune_personal(
+        run, data, start, {cid: ones for cid in ids}, config, progress, pruned=False
     )
     summary = {
         "method": config.method,
@@ -249,13 +212,12 @@ def run_clusterfl(
         "rounds": config.rounds,
         "num_clients": data.num_clients,
         "params": n_params,
-        "clusters": {str(c): int(np.sum(labels == c)) for c in range(config.clusters)},
-        "sparsity": sparsity,
-        "comm_mb_eq13": accounts.total_mb("eq13"),
-        "comm_mb_payload": accounts.total_mb("payload"),
-        "comm_mb_eq13_by_kind": {c: v / 1e6 for c, v in accounts.eq13.items()},
-        "wall_s": wall_before + time.perf_counter() - start,
-        "finetune": finetune,
+        "clusters": {str(c): int(np.sum(state.labels == c)) for c in range(config.clusters)},
+        "sparsity": tuned.sparsity,
+        **state.accounts.summary(),
+        "wall_s": result.clock.seconds(),
+        "finetune": tuned.summary,
+        "deploy": deploy,
     }
     run.write_summary(summary)
     return summary

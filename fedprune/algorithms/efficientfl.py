@@ -13,10 +13,12 @@ paper's accounting).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from fedprune.algorithms.oneshot import PruneOnce, oneshot_config
-from fedprune.algorithms.pipeline import PipelineConfig
+from fedprune.algorithms.oneshot import run_pruned_once
+from fedprune.configs.pipeline import PipelineConfig
 
 
 def magnitude_scores(
@@ -26,9 +28,11 @@ def magnitude_scores(
     return [np.abs(w) for w in aggregated]
 
 
-def efficientfl_config(dataset: str, **overrides: object) -> PipelineConfig:
-    return oneshot_config("efficientfl", dataset, **overrides)
-
-
-def efficientfl_policy(config: PipelineConfig) -> PruneOnce:
-    return PruneOnce(magnitude_scores, config.target_sparsity, config.block, config.budget)
+def run_efficientfl(
+    config: PipelineConfig,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+) -> dict:
+    """Train (or resume, or return the finished) efficientfl run in ``out``; returns the summary."""
+    return run_pruned_once(config, magnitude_scores, out, data_dir, progress)

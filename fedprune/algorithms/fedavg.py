@@ -11,38 +11,37 @@ import dataclasses
 import time
 from pathlib import Path
 
+import numpy as np
 import tensorflow_federated as tff
-from tqdm import tqdm
 
-from fedprune.checks import check_count, check_positive, check_seed
 from fedprune.communication import eq13_bytes
-from fedprune.data.registry import load_federated
+from fedprune.configs.fedavg import FedAvgConfig
+from fedprune.data.registry import dataset_info, har_recipe, load_federated
 from fedprune.engine.evaluation import client_accuracies
-from fedprune.engine.process import ModelSpec, build_fedavg_process
+from fedprune.engine.loop import Step, run_rounds
+from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
 from fedprune.metrics import fairness
+from fedprune.models.spec import ModelSpec
 from fedprune.runs import RunDir
+from fedprune.runs.deploy import har_manifest
 
 
-@dataclasses.dataclass(frozen=True)
-class FedAvgConfig:
-    """Hyper-parameters (defaults: the CA-AFP paper's Tables 5-6)."""
+@dataclasses.dataclass
+class FedAvgState:
+    """The global model (numpy) and the Eq. 13 bytes sent so far."""
 
-    dataset: str
-    rounds: int = 50
-    clients_per_round: int = 10
-    local_epochs: int = 3
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    seed: int = 0
-    standardize: bool = False
-    method: str = "fedavg"
+    trainable: list[np.ndarray]
+    non_trainable: list[np.ndarray]
+    comm_bytes: float = 0.0
 
-    def validate(self) -> None:
-        for name in ("rounds", "clients_per_round", "local_epochs", "batch_size"):
-            check_count(name, getattr(self, name))
-        check_positive("lr", self.learning_rate)
-        check_seed(self.seed)
+    def to_checkpoint(self) -> tuple[dict, dict]:
+        arrays = {"trainable": self.trainable, "non_trainable": self.non_trainable}
+        return arrays, {"comm_bytes": self.comm_bytes}
+
+    @classmethod
+    def from_checkpoint(cls, _rounds: int, arrays: dict, scalars: dict) -> FedAvgState:
+        return cls(arrays["trainable"], arrays.get("non_trainable", []), scalars["comm_bytes"])
 
 
 def run_fedavg(
@@ -52,69 +51,61 @@ def run_fedavg(
     progress: bool = True,
 ) -> dict:
     """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary."""
-    config.validate()
     run = RunDir(out, dataclasses.asdict(config))
     if run.finished:
         return run.read_summary()
     data = load_federated(config.dataset, config.seed, data_dir, config.standardize)
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
-    state = process.initialize()
     params = int(sum(w.size for w in spec.initial_weights().trainable))
     by_id = {c.client_id: c for c in data.clients}
+    base = process.initialize()  # stateless server and aggregator: only the weights carry over
 
-    done, wall_before, comm = 0, 0.0, 0.0
-    checkpoint = run.load_checkpoint()
-    if checkpoint is not None:
-        done, arrays, scalars = checkpoint
-        state = process.set_model_weights(
-            state,
-            tff.learning.models.ModelWeights(
-                trainable=arrays["trainable"], non_trainable=arrays.get("non_trainable", [])
-            ),
+    def initial() -> FedAvgState:
+        weights = spec.initial_weights()
+        return FedAvgState(list(weights.trainable), list(weights.non_trainable))
+
+    def step(t: int, state: FedAvgState) -> Step[FedAvgState]:
+        ids = sample_clients(list(by_id), config.clients_per_round, config.seed, t)
+        start = process.set_model_weights(
+            base, tff.learning.models.ModelWeights(state.trainable, state.non_trainable)
         )
-        wall_before, comm = scalars["wall_s"], scalars["comm_bytes"]
-    run.truncate_metrics(done)
-
-    start = time.perf_counter()
-    bar = tqdm(
-        range(done + 1, config.rounds + 1),
-        initial=done,
-        total=config.rounds,
-        desc=f"{config.method} {config.dataset}",
-        unit="round",
-        disable=not progress,
-    )
-    for round_num in bar:
-        ids = sample_clients(list(by_id), config.clients_per_round, config.seed, round_num)
-        t0 = time.perf_counter()
+        began = time.perf_counter()
         output = run_round(
-            process, state, [by_id[i] for i in ids], round_num, config.seed, config.batch_size
+            process, start, [by_id[i] for i in ids], t, config.seed, config.batch_size
         )
-        state = output.state
+        seconds = time.perf_counter() - began
+        weights = process.get_model_weights(output.state)
+        comm = state.comm_bytes + 2 * len(ids) * eq13_bytes(params, 0.0)
         train = output.metrics["client_work"]["train"]
-        comm += 2 * len(ids) * eq13_bytes(params, 0.0)
         row = {
-            "round": round_num,
+            "round": t,
             "clients": len(ids),
             "train_loss": float(train["train_loss"]),
             "train_accuracy": float(train["train_accuracy"]),
             "examples": int(train["train_examples"]),
-            "round_s": round(time.perf_counter() - t0, 3),
+            "round_s": round(seconds, 3),
             "comm_mb_eq13": comm / 1e6,
         }
-        run.append_metrics(row)
-        weights = process.get_model_weights(state)
-        run.save_checkpoint(
-            round_num,
-            {"trainable": weights.trainable, "non_trainable": weights.non_trainable},
-            {"wall_s": wall_before + time.perf_counter() - start, "comm_bytes": comm},
+        new = FedAvgState(
+            [np.asarray(w) for w in weights.trainable],
+            [np.asarray(w) for w in weights.non_trainable],
+            comm,
         )
-        bar.set_postfix(loss=f"{row['train_loss']:.3f}", acc=f"{row['train_accuracy']:.3f}")
-    bar.close()
+        postfix = {"loss": f"{row['train_loss']:.3f}", "acc": f"{row['train_accuracy']:.3f}"}
+        return Step(new, [row], postfix)
 
-    weights = process.get_model_weights(state)
-    client_acc = client_accuracies(spec.keras(), data.clients, list(weights.trainable))
+    result = run_rounds(
+        run,
+        initial,
+        FedAvgState.from_checkpoint,
+        step,
+        config.rounds,
+        desc=f"{config.method} {config.dataset}",
+        progress=progress,
+    )
+    client_acc = client_accuracies(spec.keras(), data.clients, result.state.trainable)
+    shape, labels = dataset_info(config.dataset)
     summary = {
         "method": config.method,
         "dataset": config.dataset,
@@ -125,8 +116,12 @@ def run_fedavg(
         "avg_acc": sum(client_acc.values()) / len(client_acc),
         "fairness": fairness(client_acc),
         "client_acc": {str(k): v for k, v in client_acc.items()},
-        "comm_mb_eq13": comm / 1e6,
-        "wall_s": wall_before + time.perf_counter() - start,
+        "comm_mb_eq13": result.state.comm_bytes / 1e6,
+        "comm_mib_eq13": result.state.comm_bytes / 1024**2,  # the paper's unit
+        "wall_s": result.clock.seconds(),
+        "deploy": har_manifest(
+            "global", har_recipe(config.dataset, config.seed, config.standardize), shape, labels
+        ).to_json(),
     }
     run.write_summary(summary)
     return summary

@@ -12,9 +12,17 @@ lambda = 1e-3; the round budget (50) matches the other methods.
 
 from __future__ import annotations
 
-from fedprune.algorithms.pipeline import PipelineConfig
+from pathlib import Path
+
+from fedprune.algorithms.pipeline import run_pipeline
+from fedprune.configs.pipeline import PipelineConfig
 
 
-def fedchar_config(dataset: str, **overrides: object) -> PipelineConfig:
-    defaults = dict(phases=(10, 40, 0), clusters=3, start_sparsity=0.0, target_sparsity=0.0)
-    return PipelineConfig(dataset=dataset, method="fedchar", **{**defaults, **overrides})
+def run_fedchar(
+    config: PipelineConfig,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+) -> dict:
+    """Train (or resume, or return the finished) FedCHAR run in ``out``; returns the summary."""
+    return run_pipeline(config, None, out, data_dir, progress)

@@ -14,10 +14,12 @@ participating clients.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from fedprune.algorithms.oneshot import PruneOnce, oneshot_config
-from fedprune.algorithms.pipeline import PipelineConfig
+from fedprune.algorithms.oneshot import run_pruned_once
+from fedprune.configs.pipeline import PipelineConfig
 
 
 def snip_scores(
@@ -27,9 +29,11 @@ def snip_scores(
     return [np.abs(g * w) for g, w in zip(stats["grad"], broadcast)]
 
 
-def fedsnip_config(dataset: str, **overrides: object) -> PipelineConfig:
-    return oneshot_config("fedsnip", dataset, **overrides)
-
-
-def fedsnip_policy(config: PipelineConfig) -> PruneOnce:
-    return PruneOnce(snip_scores, config.target_sparsity, config.block, config.budget)
+def run_fedsnip(
+    config: PipelineConfig,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+) -> dict:
+    """Train (or resume, or return the finished) fedsnip run in ``out``; returns the summary."""
+    return run_pruned_once(config, snip_scores, out, data_dir, progress)

@@ -6,8 +6,6 @@ per-client masked fine-tuning of the one global sparse model.
 
 from __future__ import annotations
 
-from fedprune.algorithms.pipeline import PipelineConfig
+from fedprune.algorithms.caafp import run_caafp as run_global_ft
 
-
-def global_ft_config(dataset: str, **overrides: object) -> PipelineConfig:
-    return PipelineConfig(dataset=dataset, method="global_ft", **{"clusters": 1, **overrides})
+__all__ = ["run_global_ft"]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
-from fedprune.algorithms.pipeline import PipelineConfig
+from fedprune.algorithms.pipeline import run_pipeline
+from fedprune.configs.pipeline import PipelineConfig
 from fedprune.sparsity import masks as M
 
 Score = Callable[
@@ -44,10 +46,17 @@ class PruneOnce:
         return M.prune_to(masks, scores, self.target, self.block, self.budget)
 
 
-def oneshot_config(method: str, dataset: str, **overrides: object) -> PipelineConfig:
-    """A K = 1, no-proximal-term, 50-round pipeline whose mask is set once (70 %)."""
-    # one fixed mask: no churn, and the schedule frequency is unused (1 always validates)
-    defaults = dict(
-        phases=(0, 0, 50), clusters=1, prox=0.0, start_sparsity=0.0, churn=0.0, prune_frequency=1
+def run_pruned_once(
+    config: PipelineConfig,
+    score: Score,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+) -> dict:
+    """Run the pipeline with the mask set once by ``score`` at ``config.target_sparsity``."""
+    policy = (
+        PruneOnce(score, config.target_sparsity, config.block, config.budget)
+        if config.phases[2] > 0
+        else None
     )
-    return PipelineConfig(dataset=dataset, method=method, **{**defaults, **overrides})
+    return run_pipeline(config, policy, out, data_dir, progress)

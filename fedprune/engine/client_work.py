@@ -14,6 +14,8 @@ Each client runs ``epochs`` epochs of a TFF optimizer on
 
     L_k(w) = CE_k(w) + prox / 2 * ||w - anchor||²            (CA-AFP Eq. 5; Eq. 1 if prox = 0)
 
+(:func:`fedprune.engine.objectives.proximal_objective`, per batch)
+
 updating only the unmasked weights: gradients are multiplied by the mask and the weights are
 re-masked after every step, so a client's model satisfies w = w ⊙ M throughout (Eq. 7/12).
 Its update is ``initial - trained`` trainable weights, so that the finalizer's SGD with rate 1
@@ -39,6 +41,8 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+
+from fedprune.engine.objectives import proximal_objective
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,15 +101,7 @@ def build_client_update(
         opt_state = optimizer.initialize(tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable))
 
         def objective(batch):  # noqa: ANN001 (traced by TF)
-            out = model.forward_pass(batch, training=True)
-            loss = out.loss
-            if anchor is not None:
-                loss += (
-                    0.5
-                    * config.prox
-                    * tf.add_n([tf.reduce_sum(tf.square(w - a)) for w, a in zip(trainable, anchor)])
-                )
-            return out, loss
+            return proximal_objective(model, batch, trainable, anchor, config.prox)
 
         def step(state, batch):  # noqa: ANN001 (traced by TF)
             opt_state, examples, loss_sum, correct = state

@@ -5,8 +5,8 @@ An algorithm supplies a state, a way to rebuild it from a checkpoint, and a step
 the steps:
 
 * **restore**: the last ``checkpoint.npz`` of the run directory, if any, through the
-  algorithm's ``restore(arrays, scalars)``; the metrics rows of rounds the checkpoint does not
-  cover (an interrupted round) are dropped;
+  algorithm's ``restore(rounds_done, arrays, scalars)``; the metrics rows of rounds the
+  checkpoint does not cover (an interrupted round) are dropped;
 * **after every step**: its metrics rows are appended to ``metrics.csv``, then the state's
   ``to_checkpoint()`` is saved atomically with the wall time so far (scalar ``wall_s``), so
   Ctrl-C or a crash loses at most the round in progress;
@@ -74,7 +74,7 @@ class RoundsResult(Generic[S]):
 def run_rounds(
     run: RunDir,
     initial: Callable[[], S],
-    restore: Callable[[Arrays, Scalars], S],
+    restore: Callable[[int, Arrays, Scalars], S],
     step: Callable[[int, S], Step[S]],
     total: int,
     *,
@@ -83,19 +83,21 @@ def run_rounds(
     unit: str = "round",
     round_key: str = "round",
     finished: Callable[[S], bool] = lambda _state: False,
+    wall_column: str | None = None,
 ) -> RoundsResult[S]:
     """Run (or resume) rounds ``1..total`` of an algorithm in ``run``; see the module text.
 
     ``initial()`` builds the state of a fresh run (only called without a checkpoint);
     ``desc`` is the progress bar's description, or a function of the round; ``finished``
-    tells whether a restored state has already stopped early (then no step runs).
+    tells whether a restored state has already stopped early (then no step runs);
+    ``wall_column`` names a metrics column that receives the run's wall time so far (s).
     """
     checkpoint = run.load_checkpoint()
     if checkpoint is None:
         done, state, clock = 0, initial(), WallClock()
     else:
         done, arrays, scalars = checkpoint
-        state, clock = restore(arrays, scalars), WallClock(scalars.get("wall_s", 0.0))
+        state, clock = restore(done, arrays, scalars), WallClock(scalars.get("wall_s", 0.0))
     run.truncate_metrics(done, round_key=round_key)
     describe = desc if callable(desc) else (lambda _t: desc)
     bar = tqdm(total=total, initial=done, unit=unit, disable=not progress)
@@ -107,6 +109,8 @@ def run_rounds(
             result = step(t, state)
             state = result.state
             for row in result.rows:
+                if wall_column is not None:
+                    row = {**row, wall_column: round(clock.seconds(), 2)}
                 run.append_metrics(row)
             arrays, scalars = state.to_checkpoint()
             run.save_checkpoint(t, arrays, {"wall_s": clock.seconds(), **scalars})

@@ -1,96 +1,52 @@
 """Learning processes assembled from TFF's four learning-process slots.
 
 ``build_learning_process`` = broadcast distributor + :func:`build_local_training` client work
-(plain, masked, proximal and/or measuring) + weighted mean aggregator + SGD(1.0) finalizer,
+(plain, masked, proximal and/or measuring) + :func:`build_weighted_aggregator` + SGD(1.0)
+finalizer,
 composed by
 ``tff.learning.templates.compose_learning_process``. One round of its ``next`` is a single TFF
 computation: broadcast, local training on each client's ``tf.data.Dataset``, data-size-weighted
-``federated_mean`` and server update (CA-AFP Eq. 2; within a cluster, Eq. 6). Rounds over a
-subset of clients (a cluster) are the same computation called with that subset's datasets and
-that cluster's state.
+``federated_mean`` and server update (CA-AFP Eq. 2; within a cluster, Eq. 6; numpy reference
+:func:`weighted_cluster_average`). Rounds over a subset of clients (a cluster) are the same
+computation called with that subset's datasets and that cluster's state. The model comes as a
+spec (:mod:`fedprune.models.spec`); the engine never imports a concrete model.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.engine.client_work import LocalTraining, build_local_training
-from fedprune.engine.datasets import element_spec, reconstruction_spec
-from fedprune.models.autoencoder import build_autoencoder
-from fedprune.models.cnn1d import build_har_cnn
+from fedprune.models.spec import AutoencoderSpec, ModelSpec
 
 
-class _SpecBase:
-    """Shared by the model specs: the TFF model function and deterministic initial weights."""
+def build_weighted_aggregator(weights_type: tff.Type) -> tff.templates.AggregationProcess:
+    """Eq. 2 / Eq. 6's aggregation of ``weights_type``'s trainable part: the mean of the
+    client updates weighted by their update weights (examples processed, E x |D_k|, so
+    proportional to |D_k|).
 
-    seed: int
-
-    def keras(self) -> tf.keras.Model:
-        raise NotImplementedError
-
-    def loss(self) -> tf.keras.losses.Loss:
-        raise NotImplementedError
-
-    def input_spec(self) -> tuple[tf.TensorSpec, tf.TensorSpec]:
-        raise NotImplementedError
-
-    def variable_model_fn(self) -> Callable[[], tff.learning.models.VariableModel]:
-        """A no-argument function building the TFF model (fresh variables on each call)."""
-
-        def model_fn() -> tff.learning.models.VariableModel:
-            return tff.learning.models.from_keras_model(
-                self.keras(), loss=self.loss(), input_spec=self.input_spec()
-            )
-
-        return model_fn
-
-    def initial_weights(self) -> tff.learning.models.ModelWeights:
-        """Deterministic initial weights (numpy) for this seed."""
-        model = self.keras()
-        return tff.learning.models.ModelWeights(
-            trainable=[w.numpy() for w in model.trainable_weights],
-            non_trainable=[w.numpy() for w in model.non_trainable_weights],
-        )
+    With the SGD(1.0) finalizer of :func:`build_learning_process` and updates ``w - w_k``,
+    the new model is sum_k |D_k| / |D_c| w_k: :func:`weighted_cluster_average` in numpy.
+    """
+    return tff.aggregators.MeanFactory().create(weights_type.trainable, tff.TensorType(np.float32))
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelSpec(_SpecBase):
-    """The HAR 1D-CNN classifier: input shape, classes and the initialization seed."""
-
-    input_shape: tuple[int, ...]
-    num_classes: int
-    seed: int
-
-    def keras(self) -> tf.keras.Model:
-        return build_har_cnn(self.input_shape, self.num_classes, seed=self.seed)
-
-    def loss(self) -> tf.keras.losses.Loss:
-        return tf.keras.losses.SparseCategoricalCrossentropy()
-
-    def input_spec(self) -> tuple[tf.TensorSpec, tf.TensorSpec]:
-        return element_spec(self.input_shape)
-
-
-@dataclasses.dataclass(frozen=True)
-class AutoencoderSpec(_SpecBase):
-    """The FedCRef autoencoder: batches are (x, x) pairs and the loss is the MSE."""
-
-    input_dim: int
-    seed: int
-
-    def keras(self) -> tf.keras.Model:
-        return build_autoencoder(self.input_dim, seed=self.seed)
-
-    def loss(self) -> tf.keras.losses.Loss:
-        return tf.keras.losses.MeanSquaredError()
-
-    def input_spec(self) -> tuple[tf.TensorSpec, tf.TensorSpec]:
-        return reconstruction_spec(self.input_dim)
+def weighted_cluster_average(
+    client_models: Sequence[Sequence[np.ndarray]], sizes: Sequence[int]
+) -> list[np.ndarray]:
+    """Eq. 6 (Eq. 2 for one cluster of all clients), numpy reference:
+    w_c = sum_{k in C_c} |D_k| / |D_c| w_c,k, per tensor, computed in float64."""
+    n = np.asarray(sizes, np.float64)
+    if len(client_models) != len(n) or len(n) == 0 or np.any(n <= 0):
+        raise ValueError(f"need one positive size per client model, got {list(sizes)}")
+    return [
+        sum(nk * np.asarray(m[i], np.float64) for nk, m in zip(n, client_models)) / n.sum()
+        for i in range(len(client_models[0]))
+    ]
 
 
 def build_learning_process(
@@ -116,9 +72,7 @@ def build_learning_process(
         )
 
     client_work = build_local_training(model_fn, training)
-    aggregator = tff.aggregators.MeanFactory().create(
-        weights_type.trainable, tff.TensorType(np.float32)
-    )
+    aggregator = build_weighted_aggregator(weights_type)
     finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
         tff.learning.optimizers.build_sgdm(learning_rate=1.0), weights_type
     )

@@ -57,6 +57,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from fedprune.sparsity.layers import prunable_mask_flags
+
 _ACTIVATIONS = {"linear": tf.identity, "relu": tf.nn.relu}
 _B1, _B2, _EPS = 0.9, 0.999, 1e-7  # Keras' Adam defaults
 CONV_FORMULATIONS = ("grouped", "per-client")
@@ -184,7 +186,8 @@ class StackedModel:
         conv: str = "auto",
     ):
         """``weights[c]`` is client c's ``model.get_weights()``; ``kernel_masks[c][j]`` the mask
-        of the j-th layer kernel (None: unconstrained); ``seeds[c]`` its dropout seed;
+        of the j-th prunable kernel (:func:`~fedprune.sparsity.layers.prunable_mask_flags`;
+        None: unconstrained); ``seeds[c]`` its dropout seed;
         ``conv`` one of :data:`CONV_FORMULATIONS` or ``"auto"`` (module docstring)."""
         if conv == "auto":
             conv = default_conv_formulation()
@@ -201,7 +204,10 @@ class StackedModel:
         self.vars = [
             tf.Variable(np.stack([np.asarray(w[i], np.float32) for w in weights])) for i in range(n)
         ]
-        kernels = [i for i in range(0, n, 2)]  # kernel, bias per conv/dense layer
+        flags = prunable_mask_flags(model)
+        if len(flags) != n:
+            raise ValueError("stacked training needs a model whose weights are all trainable")
+        kernels = [i for i, prunable in enumerate(flags) if prunable]
         if kernel_masks is None:
             kernel_masks = [[None] * len(kernels) for _ in weights]
         if len(kernel_masks) != self.clients or any(len(m) != len(kernels) for m in kernel_masks):

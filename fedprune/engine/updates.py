@@ -16,7 +16,7 @@ import tensorflow_federated as tff
 from fedprune.data.partition import ClientData
 from fedprune.engine.client_work import LocalTraining, build_client_update
 from fedprune.engine.datasets import round_seed, train_dataset
-from fedprune.engine.process import ModelSpec
+from fedprune.models.spec import ModelSpec
 
 
 def build_update_computation(spec: ModelSpec, training: LocalTraining) -> tff.Computation:

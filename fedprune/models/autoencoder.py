@@ -7,8 +7,12 @@ Trained with Adam on the mean squared reconstruction error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import tensorflow as tf
+
+from fedprune.sparsity.layers import kernel_flags, select
 
 HIDDEN = (100, 64, 32, 64, 100)
 
@@ -39,6 +43,18 @@ def build_autoencoder(
     return tf.keras.Model(inputs, outputs, name="fedcref_autoencoder")
 
 
+def dense_layers(weights: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(kernel, bias) of each Dense layer of :func:`build_autoencoder`'s Keras ``weights``:
+    the kernels are its prunable tensors (:func:`fedprune.sparsity.layers.kernel_flags`),
+    the biases the others, both in layer order."""
+    from fedprune.models.spec import AutoencoderSpec  # the spec resolves this module's builder
+
+    flags = kernel_flags(AutoencoderSpec(int(np.shape(weights[0])[0]), seed=0))
+    kernels = select(weights, flags)
+    biases = select(weights, [not f for f in flags])
+    return list(zip(kernels, biases, strict=True))
+
+
 def reconstruction_errors(
     weights: list[np.ndarray], x: np.ndarray, chunk: int = 8192
 ) -> np.ndarray:
@@ -50,7 +66,7 @@ def reconstruction_errors(
     """
     x = np.asarray(x, np.float32)
     out = np.empty(len(x), np.float32)
-    pairs = list(zip(weights[0::2], weights[1::2]))
+    pairs = dense_layers(weights)
     for start in range(0, len(x), chunk):
         h = x[start : start + chunk]
         for k, (kernel, bias) in enumerate(pairs):

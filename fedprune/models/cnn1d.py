@@ -3,16 +3,13 @@
 Two blocks Conv1D(64, 5, same, ReLU) -> MaxPool1D(2) -> Dropout(0.3); Flatten -> Dense(32,
 ReLU) -> Dropout(0.2) -> Dense(classes, softmax). 89,254 parameters for (128, 9) inputs
 (UCI-HAR) and 124,198 for (200, 3) (WISDM). The paper does not give the pooling padding; Keras'
-default ("valid") gives these counts.
+default ("valid") gives these counts. The layers with prunable kernels, in order, are
+``fedprune.models.table.MODELS["har_cnn"].kernel_layers``.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
-
-# The layers whose kernels are prunable (fedprune.sparsity.layers), in order: the names
-# ``--prune-layers`` accepts. tests/sparsity/test_layers.py checks them against the model.
-KERNEL_LAYERS = ("conv1", "conv2", "dense", "probs")
 
 
 def _offset(seed: int | None, k: int) -> int | None:

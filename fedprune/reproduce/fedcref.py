@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
 
 from fedprune.reproduce import runner
+from fedprune.runs import names
+from fedprune.runs.finished import finished_summary
+from fedprune.runs.run_dir import read_metrics
 
 PAPER_VALUES = Path(__file__).resolve().parents[2] / "experiments" / "fedcref_paper.csv"
 DIRTINESS = (0.0, 0.3, 0.5)
@@ -72,8 +74,8 @@ def aggregate(out: Path, seeds: list[int]) -> list[dict]:
     table = []
     for setting in SETTINGS:
         for d in DIRTINESS:
-            runs = [run_dir(out, setting, d, s) / "summary.json" for s in seeds]
-            summaries = [json.loads(p.read_text()) for p in runs if p.exists()]
+            found = (finished_summary(run_dir(out, setting, d, s)) for s in seeds)
+            summaries = [summary for summary in found if summary is not None]
             p = paper.get((setting.dataset, d), {})
             row = {"dataset": setting.dataset, "dirtiness": d, "seeds": len(summaries)}
             for key in (
@@ -146,14 +148,13 @@ PANELS = (
 def iteration_series(run: Path) -> dict[str, tuple[list[int], list[float]]]:
     """Each plotted quantity per iteration of one run; ACC starts at iteration 0 with the
     initial clustering's ACC (``acc_init`` of ``summary.json``) once the run has finished."""
-    with open(run / "metrics.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_metrics(run / names.METRICS)
     iterations = [int(r["iteration"]) for r in rows]
     series = {key: (list(iterations), [float(r[key]) for r in rows]) for key, _ in PANELS}
-    summary = run / "summary.json"
-    if summary.exists():
+    summary = finished_summary(run)
+    if summary is not None:
         its, values = series["acc"]
-        series["acc"] = ([0, *its], [float(json.loads(summary.read_text())["acc_init"]), *values])
+        series["acc"] = ([0, *its], [float(summary["acc_init"]), *values])
     return series
 
 
@@ -169,7 +170,7 @@ def plot_iterations(out: Path, seeds: list[int], path: Path) -> None:
     for setting in SETTINGS:
         for d in DIRTINESS:
             run = run_dir(out, setting, d, seeds[0])
-            if not (run / "metrics.csv").exists():
+            if not (run / names.METRICS).exists():
                 continue
             series = iteration_series(run)
             for ax, (key, _) in zip(axes, PANELS):

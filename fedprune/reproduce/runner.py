@@ -19,7 +19,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
-from fedprune.errors import ConfigError
+from fedprune.errors import ConfigError, DataError
+from fedprune.runs import names
+from fedprune.runs.finished import is_finished
+from fedprune.runs.run_dir import read_metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +46,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
 
     def train(index: int, job: Job) -> None:
         label = f"[{index}/{total}] {job.label}"
-        if (job.target / "summary.json").exists():
+        if is_finished(job.target):
             print(f"{label}: done", file=sys.stderr)
             return
         print(f"{label}: training", file=sys.stderr, flush=True)
@@ -75,12 +78,14 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
 def report_progress(dirs: Sequence[Path]) -> None:
     """One line per unfinished run that has started: its last logged round and phase."""
     for path in dirs:
-        metrics = path / "metrics.csv"
-        if (path / "summary.json").exists() or not metrics.exists():
+        if is_finished(path):
             continue
-        rows = metrics.read_text().strip().splitlines()
-        if len(rows) > 1:
-            last = dict(zip(rows[0].split(","), rows[-1].split(",")))
+        try:
+            rows = read_metrics(path / names.METRICS)
+        except DataError:  # a row being written right now: report it next time
+            continue
+        if rows:
+            last = rows[-1]
             step = "round" if "round" in last else "iteration"
             phase = f", phase {last['phase']}" if "phase" in last else ""
             print(f"  {path.name}: {step} {last.get(step)}{phase}", file=sys.stderr, flush=True)

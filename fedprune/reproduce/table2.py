@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 
 from fedprune.data import sources
 from fedprune.reproduce import runner
+from fedprune.runs.finished import finished_summary, open_finished
 
 PAPER_VALUES = Path(__file__).resolve().parents[2] / "experiments" / "table2_paper.csv"
 DATASETS = ("wisdm", "uci_har")
@@ -118,10 +118,8 @@ def aggregate(
             row = next((r for r in rows if r.name == name), None)
             summaries = []
             if row is not None:
-                for seed in seeds:
-                    path = run_dir(out, row, dataset, seed) / "summary.json"
-                    if path.exists():
-                        summaries.append(json.loads(path.read_text()))
+                found = (finished_summary(run_dir(out, row, dataset, s)) for s in seeds)
+                summaries = [summary for summary in found if summary is not None]
             for e in FT_EPOCHS:
                 p = paper.get((name, dataset, e), {})
                 accs = [s["finetune"][str(e)]["avg_acc"] for s in summaries]
@@ -273,7 +271,7 @@ def reproduce(
     table = aggregate(out, seed_list)
     write_csv(table, out / "table2.csv")
     total = sum(
-        json.loads((run_dir(out, r, d, s) / "summary.json").read_text())["wall_s"]
+        open_finished(run_dir(out, r, d, s)).summary["wall_s"]
         for r in ROWS
         for d in DATASETS
         for s in seed_list

@@ -12,7 +12,13 @@
 
 from fedprune.runs.finished import FinishedRun, open_finished
 from fedprune.runs.names import CHECKPOINT, CONFIG, METRICS, SUMMARY, WORKER_LOGS
-from fedprune.runs.run_dir import RunDir, check_out_dir, recorded_config, removed_unless_started
+from fedprune.runs.run_dir import (
+    RunDir,
+    as_recorded,
+    check_out_dir,
+    recorded_config,
+    removed_unless_started,
+)
 
 __all__ = [
     "CHECKPOINT",
@@ -22,6 +28,7 @@ __all__ = [
     "WORKER_LOGS",
     "FinishedRun",
     "RunDir",
+    "as_recorded",
     "check_out_dir",
     "open_finished",
     "recorded_config",

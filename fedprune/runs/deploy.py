@@ -29,8 +29,9 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from fedprune.errors import DataError
+from fedprune.errors import ConfigError, DataError
 from fedprune.runs import names
+from fedprune.runs.files import damaged
 
 KINDS = ("global", "personal", "community")
 
@@ -55,6 +56,8 @@ class DeployManifest:
 
     @classmethod
     def from_json(cls, value: Mapping, where: Path) -> DeployManifest:
+        """The manifest stored in ``where`` (a ``summary.json``); anything that does not
+        describe one is a :class:`DataError` naming the file."""
         fields = {f.name for f in dataclasses.fields(cls)}
         required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
         if not isinstance(value, Mapping) or not required <= set(value):
@@ -62,20 +65,37 @@ class DeployManifest:
         value = {k: v for k, v in value.items() if k in fields}
         if value["kind"] not in KINDS:
             raise DataError(f"{where}: unknown deploy kind {value['kind']!r}; re-run training")
-        labels = value.get("labels")
-        return cls(
-            **{
-                **value,
-                "input_shape": tuple(int(d) for d in value["input_shape"]),
-                "labels": tuple(labels) if labels is not None else None,
-            }
-        )
+        try:
+            models = value["models"]
+            if value["kind"] == "personal":
+                if not isinstance(models, Mapping):
+                    raise ValueError("personal models are not a map of epochs to files")
+                models = {str(int(e)): str(f) for e, f in models.items()}
+            elif not isinstance(models, str):
+                raise ValueError("models is not a file name")
+            if not isinstance(value["data"], Mapping):
+                raise ValueError("data is not a recipe")
+            labels = value["labels"]
+            return cls(
+                **{
+                    **value,
+                    "models": models,
+                    "input_shape": tuple(int(d) for d in value["input_shape"]),
+                    "labels": tuple(str(n) for n in labels) if labels is not None else None,
+                    "data": dict(value["data"]),
+                }
+            )
+        except (TypeError, ValueError) as err:
+            raise damaged(where, ValueError(f"deploy manifest: {err}")) from None
 
-    def personal_file(self, epochs: int | None) -> tuple[int, str]:
+    def personal_file(self, epochs: int | None) -> tuple[int | None, str | None]:
         """(epochs, file) of the personal models after ``epochs`` of fine-tuning (default:
-        the longest)."""
-        assert isinstance(self.models, dict)
+        the longest); ``(None, None)`` when no length is given and the manifest lists none."""
+        if not isinstance(self.models, dict):
+            raise TypeError(f"a {self.kind!r} manifest has no personal models")
         available = sorted(int(e) for e in self.models)
+        if epochs is None and not available:
+            return None, None
         chosen = max(available) if epochs is None else epochs
         return chosen, self.models.get(str(chosen), names.personal_file(chosen))
 
@@ -127,11 +147,15 @@ def legacy_manifest(path: Path, config: Mapping) -> DeployManifest:
             normalization="pixels scaled to [0, 1]",
             data=image_clients_recipe(config),
         )
-    if "dataset" not in config or "seed" not in config:
-        raise DataError(f"{path / names.CONFIG} names no dataset or seed; {hint}")
+    missing = [key for key in ("dataset", "seed") if key not in config]
+    if missing:
+        raise damaged(path / names.CONFIG, KeyError(f"no {', '.join(missing)}"))
     from fedprune.data.registry import dataset_info
 
-    shape, labels = dataset_info(config["dataset"])
+    try:
+        shape, labels = dataset_info(config["dataset"])
+    except ConfigError as err:
+        raise DataError(f"{path / names.CONFIG}: {err}; {hint}") from None
     data = {
         "loader": "har",
         "dataset": config["dataset"],

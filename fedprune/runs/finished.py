@@ -64,7 +64,8 @@ class FinishedRun:
         """(file name, {client: weights}) after ``epochs`` of fine-tuning (default: the
         longest the run has); a missing length names the ones present."""
         chosen, file = self.deploy.personal_file(epochs)
-        if not (self.path / file).exists():
+        if chosen is None or not (self.path / file).exists():
+            file = file or "personal_ft<E>.npz"
             present = artefacts.personal_epochs(self.path)
             option = f"--ft-epochs {epochs}" if epochs is not None else "the longest fine-tuning"
             have = (
@@ -98,11 +99,24 @@ class FinishedRun:
         return models
 
 
+def is_finished(path: str | Path) -> bool:
+    """Whether the run directory ``path`` holds a finished run (its ``summary.json``)."""
+    return (Path(path) / names.SUMMARY).exists()
+
+
+def finished_summary(path: str | Path) -> dict | None:
+    """The ``summary.json`` of the run in ``path``; ``None`` while it has not finished (or
+    started). Needs no ``config.json``: reproductions aggregate summaries only."""
+    if not is_finished(path):
+        return None
+    return read_json_object(Path(path) / names.SUMMARY)
+
+
 def open_finished(path: str | Path) -> FinishedRun:
     """The finished run in ``path``; one clear error if it is not one."""
     path = Path(path)
     config = read_run_config(path)
-    if not (path / names.SUMMARY).exists():
+    if not is_finished(path):
         raise DataError(f"{path}: the run has not finished (no {names.SUMMARY}); run it to the end")
     summary = read_json_object(path / names.SUMMARY)
     if "seed" not in config:

@@ -75,6 +75,19 @@ def recorded_config(path: str | os.PathLike) -> dict | None:
     return read_json_object(file, "restore it from a backup or choose another --out")
 
 
+def as_recorded(path: str | os.PathLike, config: Mapping, added_later: Mapping) -> dict:
+    """``config`` as the run in ``path`` recorded it: an option in ``added_later`` (name ->
+    default) that its ``config.json`` lacks is left out when it has that default, so a run
+    made before the option existed resumes; any other value is a different configuration."""
+    record = dict(config)
+    old = recorded_config(path)
+    if old is not None:
+        for key, default in added_later.items():
+            if key not in old and record.get(key) == default:
+                del record[key]
+    return record
+
+
 class RunDir:
     """Files of one run; ``config`` must be JSON-serializable. Creating it makes the directory
     and writes ``config.json`` (or checks that the one there is the same)."""

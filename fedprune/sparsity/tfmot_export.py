@@ -18,7 +18,8 @@ from tensorflow_model_optimization.python.core.sparsity.keras.pruning_wrapper im
     PruneLowMagnitude,
 )
 
-from fedprune.models.cnn1d import build_har_cnn
+from fedprune.models.table import MODELS
+from fedprune.sparsity.layers import PRUNABLE
 
 _NEVER = 2**62
 
@@ -30,12 +31,12 @@ def to_pruned_keras(
     kernel_masks: Sequence[np.ndarray],
 ) -> tf.keras.Model:
     """The HAR CNN wrapped by tfmot, with ``weights`` (⊙ masks) and ``kernel_masks`` set."""
-    model = build_har_cnn(input_shape, num_classes)
+    model = MODELS["har_cnn"].build(input_shape, num_classes)
     model.set_weights([np.asarray(w) for w in weights])
     schedule = tfmot.sparsity.keras.ConstantSparsity(0.5, begin_step=_NEVER, end_step=-1)
 
     def wrap(layer: tf.keras.layers.Layer) -> tf.keras.layers.Layer:
-        if isinstance(layer, tf.keras.layers.Conv1D | tf.keras.layers.Dense):
+        if isinstance(layer, tuple(PRUNABLE)):
             return tfmot.sparsity.keras.prune_low_magnitude(layer, pruning_schedule=schedule)
         return layer
 

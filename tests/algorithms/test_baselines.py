@@ -8,7 +8,7 @@ import pytest
 from fedprune.algorithms.efficientfl import magnitude_scores
 from fedprune.algorithms.fedsnip import snip_scores
 from fedprune.algorithms.oneshot import PruneOnce
-from fedprune.algorithms.registry import METHODS, run_method
+from fedprune.methods import METHODS
 from fedprune.runs import RunDir
 
 
@@ -37,12 +37,13 @@ def test_prune_once_scores_round_one_only():
     ],
 )
 def test_tiny_runs(method, phases, sparsity, tff_context, tmp_path, fixture_data_dir):
-    factory = METHODS[method][0]
+    factory = METHODS[method].config
     overrides = dict(phases=phases, clients_per_round=4, local_epochs=1, ft_epochs=(1,))
     if method == "global_ft":
         overrides.update(prune_frequency=1, start_sparsity=0.7)
     config = factory("uci_har", **overrides)
-    summary = run_method(config, tmp_path / "run", fixture_data_dir, progress=False)
+    run = METHODS[method].run_function()
+    summary = run(config, tmp_path / "run", fixture_data_dir, progress=False)
     assert summary["method"] == method
     assert summary["sparsity"] == pytest.approx(sparsity, abs=0.01)
     rows = RunDir(tmp_path / "run", json.loads((tmp_path / "run" / "config.json").read_text()))

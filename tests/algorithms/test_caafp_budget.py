@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from fedprune.algorithms.caafp import PruneAndHeal, caafp_config
+from fedprune.algorithms.caafp import PruneAndHeal
 from fedprune.cli import build_parser
+from fedprune.configs.pipeline import CAAFPConfig, EfficientFLConfig
 from fedprune.errors import ConfigError
 from fedprune.sparsity import masks as M
 
@@ -25,7 +26,7 @@ def _round(policy, t, masks, rng):
 
 @pytest.mark.parametrize("block", [1, 16])
 def test_layerwise_caafp_brings_every_kernel_to_the_schedule(block):
-    config = caafp_config(
+    config = CAAFPConfig(
         "uci_har",
         phases=(0, 0, 10),
         prune_frequency=5,
@@ -34,8 +35,8 @@ def test_layerwise_caafp_brings_every_kernel_to_the_schedule(block):
         churn=0.1,
         block=block,
         budget="layerwise",
-    ).resolved()
-    policy, rng = PruneAndHeal(config), np.random.default_rng(0)
+    )
+    policy, rng = PruneAndHeal.from_config(config), np.random.default_rng(0)
     masks = [np.ones(s, np.float32) for s in SHAPES]
     masks = _round(policy, 1, masks, rng)  # start pruning, every kernel to 50 %
     for m in masks:
@@ -48,11 +49,11 @@ def test_layerwise_caafp_brings_every_kernel_to_the_schedule(block):
 
 
 def test_global_caafp_reaches_target_overall_not_per_kernel():
-    config = caafp_config(
+    config = CAAFPConfig(
         "uci_har", phases=(0, 0, 10), prune_frequency=5, start_sparsity=0.5, churn=0.1
-    ).resolved()
+    )
     assert config.budget == "global"
-    policy, rng = PruneAndHeal(config), np.random.default_rng(0)
+    policy, rng = PruneAndHeal.from_config(config), np.random.default_rng(0)
     masks = _round(policy, 1, [np.ones(s, np.float32) for s in SHAPES], rng)
     masks = _round(policy, 5, masks, rng)
     assert M.sparsity(masks) == pytest.approx(0.7, abs=1e-3)
@@ -62,7 +63,7 @@ def test_global_caafp_reaches_target_overall_not_per_kernel():
 
 def test_budget_is_validated_and_parsed():
     with pytest.raises(ConfigError, match="budget must be one of global, layerwise"):
-        caafp_config("uci_har", budget="per-layer").resolved()
+        CAAFPConfig("uci_har", budget="per-layer")
     args = build_parser().parse_args(
         ["train", "caafp", "--dataset", "uci_har", "--out", "x", "--budget", "layerwise"]
     )
@@ -77,25 +78,26 @@ def test_run_dirs_from_before_the_option_still_open(tmp_path):
 
     from fedprune.algorithms.pipeline import run_pipeline
 
-    config = caafp_config("uci_har").resolved()
+    config = CAAFPConfig("uci_har")
     old = dataclasses.asdict(config)
     del old["budget"]  # config.json written before --budget existed
     (tmp_path / "config.json").write_text(json.dumps(old))
     (tmp_path / "summary.json").write_text(json.dumps({"method": "caafp"}))
-    assert run_pipeline(config, PruneAndHeal(config), tmp_path) == {"method": "caafp"}
+    assert run_pipeline(config, PruneAndHeal.from_config(config), tmp_path) == {"method": "caafp"}
     layerwise = dataclasses.replace(config, budget="layerwise")
     with pytest.raises(ConfigError, match="differs in: budget"):
-        run_pipeline(layerwise, PruneAndHeal(layerwise), tmp_path)
+        run_pipeline(layerwise, PruneAndHeal.from_config(layerwise), tmp_path)
 
 
 # --- --prune-layers: which kernels are pruned ------------------------------------------------
 
 
 def test_only_chosen_kernels_are_pruned_hand_checkable():
-    from fedprune.algorithms.efficientfl import efficientfl_config, efficientfl_policy
+    from fedprune.algorithms.efficientfl import magnitude_scores
+    from fedprune.algorithms.oneshot import PruneOnce
     from fedprune.algorithms.pipeline import update_masks
 
-    config = efficientfl_config("uci_har", target_sparsity=0.5, prune_layers=("dense",))
+    config = EfficientFLConfig("uci_har", target_sparsity=0.5, prune_layers=("dense",))
     # trainable weights of a two-layer model: kernel, bias, kernel, bias; the second is chosen
     w = [
         np.array([[0.01, 0.02], [0.03, 0.04]]),  # tiny, but not chosen: stays dense
@@ -106,7 +108,9 @@ def test_only_chosen_kernels_are_pruned_hand_checkable():
     masks = [np.ones_like(v, np.float32) for v in w]
     stats = {k: w for k in ("w", "w2", "grad_sign", "grad")}
     scope = [False, False, True, False]
-    new = update_masks(efficientfl_policy(config.resolved()), 1, w, w, masks, stats, scope)
+    new = update_masks(
+        PruneOnce(magnitude_scores, config.target_sparsity), 1, w, w, masks, stats, scope
+    )
     assert [m.tolist() for m in new] == [
         [[1, 1], [1, 1]],
         [1, 1],
@@ -118,7 +122,7 @@ def test_only_chosen_kernels_are_pruned_hand_checkable():
 def test_caafp_target_is_over_the_chosen_kernels():
     from fedprune.algorithms.pipeline import update_masks
 
-    config = caafp_config(
+    config = CAAFPConfig(
         "uci_har",
         phases=(0, 0, 10),
         prune_frequency=5,
@@ -127,8 +131,8 @@ def test_caafp_target_is_over_the_chosen_kernels():
         churn=0.1,
         block=16,
         prune_layers=("dense",),
-    ).resolved()
-    policy, rng = PruneAndHeal(config), np.random.default_rng(0)
+    )
+    policy, rng = PruneAndHeal.from_config(config), np.random.default_rng(0)
     shapes = [(5, 9, 16), (16,), (512, 32), (32,), (32, 6), (6,)]
     scope = [False, False, True, False, False, False]  # the (512, 32) kernel only
     masks = [np.ones(s, np.float32) for s in shapes]
@@ -150,25 +154,27 @@ def test_caafp_target_is_over_the_chosen_kernels():
 
 
 def test_prune_layers_names_are_checked_parsed_and_ordered():
-    from fedprune.models.cnn1d import KERNEL_LAYERS, build_har_cnn
+    from fedprune.models.cnn1d import build_har_cnn
+    from fedprune.models.table import MODELS
     from fedprune.sparsity.layers import scope_flags
 
     valid = "the layers with prunable kernels are conv1, conv2, dense, probs"
     unknown = "unknown or missing layer name \\(fc, pool1\\)"
     with pytest.raises(ConfigError, match=f"{unknown}; {valid}"):
-        caafp_config("uci_har", prune_layers=("dense", "fc", "pool1")).resolved()
+        CAAFPConfig("uci_har", prune_layers=("dense", "fc", "pool1"))
     with pytest.raises(ConfigError, match=valid):
-        caafp_config("uci_har", prune_layers=()).resolved()
+        CAAFPConfig("uci_har", prune_layers=())
     args = build_parser().parse_args(
         ["train", "caafp", "--dataset", "uci_har", "--out", "x", "--prune-layers", "probs, dense"]
     )
     assert args.prune_layers == ("probs", "dense")
-    config = caafp_config("uci_har", prune_layers=args.prune_layers).resolved()
+    config = CAAFPConfig("uci_har", prune_layers=args.prune_layers)
     assert config.prune_layers == ("dense", "probs")  # model order
-    assert caafp_config("uci_har").resolved().prune_layers is None  # default: all kernels
+    assert CAAFPConfig("uci_har").prune_layers is None  # default: all kernels
     model = build_har_cnn((128, 9))
     assert scope_flags(model, ("dense",)) == [False] * 4 + [True] + [False] * 3
-    assert scope_flags(model) == scope_flags(model, KERNEL_LAYERS) == [True, False] * 4
+    all_kernels = scope_flags(model, MODELS["har_cnn"].kernel_layers)
+    assert scope_flags(model) == all_kernels == [True, False] * 4
     with pytest.raises(ConfigError, match="\\(drop1\\)"):
         scope_flags(model, ("drop1",))
 
@@ -186,13 +192,13 @@ def test_starves_units():
 def test_layerwise_blocks_refused_before_the_run_dir_is_written(tmp_path, fixture_data_dir):
     from fedprune.algorithms.pipeline import run_pipeline
 
-    config = caafp_config("uci_har", block=16, budget="layerwise").resolved()
+    config = CAAFPConfig("uci_har", block=16, budget="layerwise")
     with pytest.raises(
         ConfigError,
         match="output units of conv1, probs without any weight .*"
         "use --prune-layers conv2,dense, a smaller --block, or --budget global",
     ):
-        run_pipeline(config, PruneAndHeal(config), tmp_path / "run", fixture_data_dir)
+        run_pipeline(config, PruneAndHeal.from_config(config), tmp_path / "run", fixture_data_dir)
     assert not (tmp_path / "run" / "config.json").exists()
 
 
@@ -202,12 +208,12 @@ def test_run_dirs_from_before_prune_layers_still_open(tmp_path):
 
     from fedprune.algorithms.pipeline import run_pipeline
 
-    config = caafp_config("uci_har").resolved()
+    config = CAAFPConfig("uci_har")
     old = dataclasses.asdict(config)
     del old["budget"], old["prune_layers"]  # config.json written before both options existed
     (tmp_path / "config.json").write_text(json.dumps(old))
     (tmp_path / "summary.json").write_text(json.dumps({"method": "caafp"}))
-    assert run_pipeline(config, PruneAndHeal(config), tmp_path) == {"method": "caafp"}
+    assert run_pipeline(config, PruneAndHeal.from_config(config), tmp_path) == {"method": "caafp"}
     dense = dataclasses.replace(config, prune_layers=("dense",))
     with pytest.raises(ConfigError, match="differs in: prune_layers"):
-        run_pipeline(dense, PruneAndHeal(dense), tmp_path)
+        run_pipeline(dense, PruneAndHeal.from_config(dense), tmp_path)

@@ -2,12 +2,12 @@ import numpy as np
 import pytest
 
 from fedprune.algorithms.clusterfl import (
-    ClusterFLConfig,
     cluster_step,
     indicator,
     omega_step,
     run_clusterfl,
 )
+from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.errors import ConfigError
 
 
@@ -38,9 +38,9 @@ def test_cluster_step_finds_planted_groups():
 
 def test_bad_parameters():
     with pytest.raises(ConfigError):
-        ClusterFLConfig("uci_har", rho=0.0).resolved()
+        ClusterFLConfig("uci_har", rho=0.0)
     with pytest.raises(ConfigError, match="Omega step"):
-        ClusterFLConfig("uci_har", rho=1e-3, alpha=0.0, beta=1e-3).resolved()
+        ClusterFLConfig("uci_har", rho=1e-3, alpha=0.0, beta=1e-3)
 
 
 @pytest.mark.slow
@@ -54,4 +54,7 @@ def test_tiny_run(tff_context, tmp_path, fixture_data_dir):
     assert summary["sparsity"] == 0.0 and sum(summary["clusters"].values()) == 6
     per_transfer = 89_254 * 4 / 1e6
     assert summary["comm_mb_eq13"] == pytest.approx(2 * 3 * 2 * per_transfer)
-    assert 0 <= summary["finetune"]["1"]["avg_acc"] <= 1
+    client_acc = list(summary["finetune"]["1"]["client_acc"].values())
+    assert len(client_acc) == 6
+    assert summary["finetune"]["1"]["avg_acc"] == pytest.approx(np.mean(client_acc))
+    assert summary["finetune"]["1"]["fairness"] == pytest.approx(np.std(client_acc))

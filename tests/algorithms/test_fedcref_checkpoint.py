@@ -4,9 +4,17 @@ import numpy as np
 import pytest
 
 from fedprune.algorithms.fedcref.algorithm import FedCRefState
-from fedprune.algorithms.fedcref.experiment import _load_state, _save_state
 from fedprune.errors import DataError
 from fedprune.runs import RunDir
+
+
+def _save_and_load(tmp_path, state: FedCRefState) -> FedCRefState:
+    """Through the run directory's checkpoint file, as the round loop saves and restores."""
+    run = RunDir(tmp_path / "run", {"method": "fedcref"})
+    arrays, scalars = state.to_checkpoint()
+    run.save_checkpoint(state.iteration, arrays, {"wall_s": 1.0, **scalars})
+    done, arrays, _ = run.load_checkpoint()
+    return FedCRefState.from_checkpoint(done, arrays, str(run.path / "checkpoint.npz"))
 
 
 def _state(per_model: int) -> FedCRefState:
@@ -24,11 +32,12 @@ def _state(per_model: int) -> FedCRefState:
 
 @pytest.mark.parametrize("per_model", [12, 4])  # the paper's autoencoder, and a smaller one
 def test_state_round_trip(tmp_path, per_model):
-    run = RunDir(tmp_path / "run", {"method": "fedcref"})
     state = _state(per_model)
-    _save_state(run, state)
-    loaded = _load_state(run)
+    loaded = _save_and_load(tmp_path, state)
     assert loaded.iteration == 2 and loaded.stop_history == state.stop_history
+    assert not loaded.done and loaded.stop_reason == ""
+    assert all(np.array_equal(a, b) for a, b in zip(loaded.assignments, state.assignments))
+    assert loaded.active.tolist() == [True, False]
     assert sorted(loaded.models) == sorted(state.models)
     for key, weights in state.models.items():
         assert all(np.array_equal(a, b) for a, b in zip(loaded.models[key], weights))
@@ -37,9 +46,14 @@ def test_state_round_trip(tmp_path, per_model):
 
 
 def test_inconsistent_checkpoint_is_one_clear_error(tmp_path):
-    run = RunDir(tmp_path / "run", {"method": "fedcref"})
     state = _state(4)
     state.community_models.append(state.community_models[0][:3])  # a truncated model
-    _save_state(run, state)
-    with pytest.raises(DataError, match="inconsistent; delete it"):
-        _load_state(run)
+    with pytest.raises(DataError, match="checkpoint.npz is inconsistent; delete it"):
+        _save_and_load(tmp_path, state)
+
+
+def test_the_stop_decision_survives_the_checkpoint(tmp_path):
+    state = _state(4)
+    state.done, state.stop_reason = True, "no active clients"
+    loaded = _save_and_load(tmp_path, state)
+    assert loaded.done and loaded.stop_reason == "no active clients"

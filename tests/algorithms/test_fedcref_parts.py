@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedprune.algorithms.fedcref import FedCRefConfig
 from fedprune.algorithms.fedcref.association import (
     association_edges,
     normalize_unit,
@@ -16,6 +15,7 @@ from fedprune.algorithms.fedcref.evaluation import majority_labels, wrong_associ
 from fedprune.algorithms.fedcref.graph import communities_of
 from fedprune.algorithms.fedcref.refinement import align_labels, refine
 from fedprune.algorithms.fedcref.stopping import GlobalStop, is_stable
+from fedprune.configs.fedcref import FedCRefConfig
 from fedprune.errors import ConfigError
 from fedprune.models.autoencoder import build_autoencoder, reconstruction_errors
 

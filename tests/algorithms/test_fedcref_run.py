@@ -3,14 +3,15 @@ Done-when check on real MNIST (slow, real data)."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 
 import numpy as np
 import pytest
 
-from fedprune.algorithms.fedcref import FedCRefConfig
-from fedprune.algorithms.fedcref.experiment import SystemConfig, run_fedcref_experiment
+from fedprune.algorithms.fedcref.experiment import run_fedcref_experiment as run_experiment
+from fedprune.configs.fedcref import FedCRefConfig, FedCRefRunConfig, SystemConfig
 from fedprune.data import images
 from fedprune.errors import ConfigError
 from tests.conftest import interrupted
@@ -40,17 +41,34 @@ SYSTEM = SystemConfig("mnist", num_clients=4, samples_per_class=10, dirtiness=0.
 CONFIG = FedCRefConfig(local_epochs=3, fl_rounds=2, max_iterations=2, batch_size=8, theta=0.3)
 
 
+def run_fedcref_experiment(system, config, out, data_dir, progress=False):
+    """The registry's FedCRef runner on the two halves of its configuration."""
+    run_config = FedCRefRunConfig(**dataclasses.asdict(system), **dataclasses.asdict(config))
+    return run_experiment(run_config, out, data_dir, progress)
+
+
 def test_run_writes_files_and_resumes_identically(tmp_path, mnist_dir, tff_context, monkeypatch):
     summary = run_fedcref_experiment(SYSTEM, CONFIG, tmp_path / "a", mnist_dir, progress=False)
-    for key in (
-        "method", "dataset", "dirtiness", "seed", "acc_init", "acc_final", "communities",
-        "true_categories", "wrong_assoc_pct", "isolated_start", "isolated_end", "iterations",
-        "wall_s",
-    ):  # fmt: skip
-        assert key in summary
+    assert (summary["method"], summary["dataset"], summary["seed"]) == ("fedcref", "mnist", 0)
+    assert (summary["num_clients"], summary["dirtiness"]) == (4, 0.2)
     assert summary["true_categories"] <= 6 and 1 <= summary["iterations"] <= 2
-    rows = (tmp_path / "a" / "metrics.csv").read_text().splitlines()
-    assert len(rows) == 1 + summary["iterations"]
+    with open(tmp_path / "a" / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["iteration"]) for r in rows] == list(range(1, 1 + summary["iterations"]))
+    first, last = rows[0], rows[-1]
+    assert summary["acc_final"] == float(last["acc"])
+    assert summary["wrong_assoc_pct"] == float(last["wrong_assoc_pct"])
+    assert (summary["communities"], summary["isolated_end"]) == (
+        int(last["communities"]),
+        int(last["isolated"]),
+    )
+    assert (summary["clusters_total"], summary["isolated_start"]) == (
+        int(first["clusters"]),
+        int(first["isolated"]),
+    )
+    assert summary["wall_s"] == float(last["wall_s"]) > 0
+    models = np.load(tmp_path / "a" / "community_models.npz")
+    assert len({name.split("_")[0] for name in models.files}) == summary["communities"]
     assert (tmp_path / "a" / "community_models.npz").exists()
     assert not (tmp_path / "a" / "checkpoint.npz").exists()
 

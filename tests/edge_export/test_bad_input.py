@@ -387,7 +387,7 @@ def test_interrupt_before_the_export_is_one_line(fedavg_run, tmp_path, capsys, m
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(edge_export.run_models, "load_federated", interrupted)
+    monkeypatch.setattr(edge_export.run_models, "load_recorded", interrupted)
     run, data_dir = fedavg_run
 
     assert main(_export_argv(run, tmp_path / "export", data_dir)) == 130

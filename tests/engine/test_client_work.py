@@ -6,8 +6,9 @@ import tensorflow_federated as tff
 
 from fedprune.data.registry import load_federated
 from fedprune.engine.client_work import LocalTraining
-from fedprune.engine.process import ModelSpec, build_learning_process, with_client_work_state
+from fedprune.engine.process import build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_round
+from fedprune.models.spec import ModelSpec
 
 pytestmark = pytest.mark.slow
 

@@ -50,19 +50,17 @@ def _pids(output: str) -> list[int]:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_piped_run_returns_and_leaves_no_worker(workers):
-    start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(workers), "exit"],
         capture_output=True,
         text=True,
-        timeout=180,  # a leaked worker holding the pipe would hang here
+        timeout=180,  # a leaked worker holding the pipe would hang here: TimeoutExpired
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "RESULT 3.0" in proc.stdout
     pids = _pids(proc.stdout)
     assert workers <= len(pids) <= 2 * workers  # each worker_binary, and its sandbox forwarder
     assert all(_gone(pid) for pid in pids)
-    assert time.monotonic() - start < 180
 
 
 def test_worker_dies_when_python_is_killed():

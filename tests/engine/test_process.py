@@ -1,11 +1,12 @@
-"""FedAvg as a TFF learning process: its round equals the data-size-weighted mean (Eq. 2)."""
+"""FedAvg as a TFF learning process: its round equals the data-size-weighted mean (Eq. 2/6)."""
 
 import numpy as np
 import pytest
 
 from fedprune.data.registry import load_federated
-from fedprune.engine.process import ModelSpec, build_fedavg_process
+from fedprune.engine.process import build_fedavg_process, weighted_cluster_average
 from fedprune.engine.rounds import run_round
+from fedprune.models.spec import ModelSpec
 
 pytestmark = pytest.mark.slow
 
@@ -36,10 +37,19 @@ def test_round_is_weighted_mean_of_client_models(tff_context, fixture_data_dir):
     singles = [trained([c])[0] for c in clients]
     together, out = trained(clients)
     n = np.array([c.num_train for c in clients], dtype=np.float64)
-    for i, w in enumerate(together):
-        expected = sum(nk * s[i] for nk, s in zip(n, singles)) / n.sum()
+    for w, expected in zip(together, weighted_cluster_average(singles, n), strict=True):
         np.testing.assert_allclose(w, expected, atol=2e-6)
     assert int(out.metrics["client_work"]["train"]["train_examples"]) == n.sum()
     # and the round really trained: the model moved away from its initialization
     initial = spec.initial_weights().trainable
     assert not np.allclose(together[0], initial[0])
+
+
+def test_weighted_cluster_average_by_hand():
+    a = [np.array([1.0, 2.0]), np.array(3.0)]
+    b = [np.array([4.0, 8.0]), np.array(0.0)]
+    avg = weighted_cluster_average([a, b], [1, 2])  # weights 1/3, 2/3
+    np.testing.assert_allclose(avg[0], [3.0, 6.0])
+    np.testing.assert_allclose(avg[1], 1.0)
+    with pytest.raises(ValueError, match="one positive size per client model"):
+        weighted_cluster_average([a, b], [1, 0])

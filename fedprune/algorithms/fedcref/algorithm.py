@@ -35,50 +35,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from fedprune.algorithms.fedcref.association import association_edges, check_thresholds
+from fedprune.algorithms.fedcref.association import association_edges
 from fedprune.algorithms.fedcref.community_training import CommunityTrainer
 from fedprune.algorithms.fedcref.graph import communities_of
 from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
 from fedprune.algorithms.fedcref.refinement import align_labels, refine
 from fedprune.algorithms.fedcref.stopping import GlobalStop, is_stable
-from fedprune.checks import check_count, check_positive, check_seed
-from fedprune.errors import ConfigError
+from fedprune.configs.fedcref import FedCRefConfig
+from fedprune.errors import ConfigError, DataError
 from fedprune.models.autoencoder import reconstruction_errors
-
-
-@dataclasses.dataclass(frozen=True)
-class FedCRefConfig:
-    """Hyper-parameters; defaults are the paper's Table 1-2 (alpha, theta, tau, epochs,
-    FL rounds) and our choices where it is silent (batch size, learning rate, FL local
-    epochs, iteration cap, stop window/tolerance from Phase 5's "10 % over three
-    consecutive iterations")."""
-
-    alpha: float = 75.0
-    theta: float = 0.2
-    tau: float = 0.8
-    local_epochs: int = 20
-    fl_rounds: int = 15
-    fl_local_epochs: int = 1
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    max_iterations: int = 30
-    stop_window: int = 3
-    stop_tolerance: float = 0.1
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        check_thresholds(self.alpha, self.theta)
-        if not 0 <= self.tau <= 1:
-            raise ConfigError(f"tau (stability threshold) must be in [0, 1], got {self.tau}")
-        for name in ("local_epochs", "fl_rounds", "fl_local_epochs", "batch_size"):
-            check_count(name, getattr(self, name))
-        check_count("max_iterations", self.max_iterations)
-        check_positive("lr", self.learning_rate)
-        check_seed(self.seed)
 
 
 @dataclasses.dataclass
@@ -93,6 +62,46 @@ class FedCRefState:
     community_models: list[list[np.ndarray]] = dataclasses.field(default_factory=list)
     done: bool = False
     stop_reason: str = ""
+
+    def to_checkpoint(self) -> tuple[dict[str, list[np.ndarray]], dict[str, float]]:
+        keys = sorted(self.models)
+        arrays = {
+            "assignments": self.assignments,
+            "active": [self.active.astype(np.int8)],
+            "model_keys": [np.array(keys, dtype=np.int64).reshape(-1, 2)],
+            "model_weights": [w for k in keys for w in self.models[k]],
+            "community_weights": [w for m in self.community_models for w in m],
+            "stop_history": [np.array(self.stop_history, dtype=np.int64).reshape(-1, 2)],
+            # a run interrupted after its last iteration's checkpoint must not train one more
+            # on resume: the stop decision is part of the state
+            "stop": [np.array(self.stop_reason if self.done else "")],
+        }
+        return arrays, {}
+
+    @classmethod
+    def from_checkpoint(
+        cls, iteration: int, arrays: Mapping[str, list[np.ndarray]], where: str
+    ) -> FedCRefState:
+        """The state after ``iteration`` iterations from :meth:`to_checkpoint`'s arrays
+        (``where`` names the file in the error of an inconsistent checkpoint)."""
+        keys = [tuple(map(int, k)) for k in arrays["model_keys"][0]]
+        flat = arrays["model_weights"]
+        per_model = len(flat) // max(len(keys), 1)  # weight arrays per autoencoder
+        cw = arrays.get("community_weights", [])
+        if not keys or per_model * len(keys) != len(flat) or len(cw) % per_model:
+            raise DataError(f"{where} is inconsistent; delete it to start over")
+        models = {k: flat[per_model * n : per_model * (n + 1)] for n, k in enumerate(keys)}
+        reason = str(arrays["stop"][0]) if "stop" in arrays else ""  # older ones: not done
+        return cls(
+            iteration=iteration,
+            assignments=[a.astype(np.int64) for a in arrays["assignments"]],
+            active=arrays["active"][0].astype(bool),
+            models=models,
+            stop_history=[tuple(map(int, h)) for h in arrays["stop_history"][0]],
+            community_models=[cw[i : i + per_model] for i in range(0, len(cw), per_model)],
+            done=bool(reason),
+            stop_reason=reason,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,44 +131,56 @@ def validate_inputs(xs: Sequence[np.ndarray], ks: Sequence[int], initial: Sequen
             raise ConfigError(f"client {i}: initial cluster ids must be in [0, {k - 1}]")
 
 
-def run_fedcref(
-    xs: Sequence[np.ndarray],
-    ks: Sequence[int],
-    initial: Sequence[np.ndarray],
-    config: FedCRefConfig,
-    on_iteration: Callable[[IterationReport], None] | None = None,
-    state: FedCRefState | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> FedCRefState:
-    """Run Algorithm 1 from ``initial`` (or continue from ``state``); returns the final state."""
-    validate_inputs(xs, ks, initial)
-    say = progress or (lambda _msg: None)
-    input_dim = int(np.asarray(xs[0]).shape[1])
-    fl = CommunityTrainer(
-        input_dim,
-        config.fl_rounds,
-        config.fl_local_epochs,
-        config.batch_size,
-        config.learning_rate,
-        config.seed,
-    )
-    # built after the TFF process: TFF's graph-mode model building invalidates earlier models
-    trainer = LocalTrainer(input_dim, config.local_epochs, config.batch_size, config.learning_rate)
-    if state is None:
-        state = FedCRefState(
+class FedCRef:
+    """Algorithm 1 over fixed clients: ``xs`` (samples), ``ks`` (K_i) and the ``initial``
+    local clusterings. :meth:`initial_state` is iteration 0; :meth:`iterate` runs one
+    iteration (lines 7-32) on a state, e.g. as the step of :func:`fedprune.engine.loop.run_rounds`.
+    ``progress`` receives one line per phase of an iteration."""
+
+    def __init__(
+        self,
+        xs: Sequence[np.ndarray],
+        ks: Sequence[int],
+        initial: Sequence[np.ndarray],
+        config: FedCRefConfig,
+        progress: Callable[[str], None] | None = None,
+    ):
+        validate_inputs(xs, ks, initial)
+        self.xs, self.ks, self.initial, self.config = xs, ks, initial, config
+        self.say = progress or (lambda _msg: None)
+        input_dim = int(np.asarray(xs[0]).shape[1])
+        self.fl = CommunityTrainer(
+            input_dim,
+            config.fl_rounds,
+            config.fl_local_epochs,
+            config.batch_size,
+            config.learning_rate,
+            config.seed,
+        )
+        # built after the TFF process: TFF's graph-mode model building invalidates earlier
+        # models
+        self.trainer = LocalTrainer(
+            input_dim, config.local_epochs, config.batch_size, config.learning_rate
+        )
+        self.offsets = np.concatenate([[0], np.cumsum([len(x) for x in xs])])
+        self.everything = np.concatenate([np.asarray(x, np.float32) for x in xs])
+
+    def initial_state(self) -> FedCRefState:
+        return FedCRefState(
             iteration=0,
-            assignments=[np.asarray(a, np.int64).copy() for a in initial],
-            active=np.ones(len(xs), dtype=bool),
+            assignments=[np.asarray(a, np.int64).copy() for a in self.initial],
+            active=np.ones(len(self.xs), dtype=bool),
             models={},
             stop_history=[],
         )
-    stop = GlobalStop(config.stop_window, config.stop_tolerance, list(state.stop_history))
-    offsets = np.concatenate([[0], np.cumsum([len(x) for x in xs])])
-    everything = np.concatenate([np.asarray(x, np.float32) for x in xs])
 
-    while not state.done:
+    def iterate(self, state: FedCRefState) -> IterationReport:
+        """Iteration ``state.iteration + 1``, updating ``state`` in place (``done`` and
+        ``stop_reason`` set when Phase 5 stops the run)."""
+        config, xs, ks = self.config, self.xs, self.ks
         t = state.iteration + 1
         started = time.perf_counter()
+        stop = GlobalStop(config.stop_window, config.stop_tolerance, list(state.stop_history))
         # Phase 1: local cluster models of the active clients (line 8)
         for i in np.flatnonzero(state.active):
             for q in range(ks[i]):
@@ -167,21 +188,23 @@ def run_fedcref(
                 rows = np.flatnonzero(state.assignments[i] == q)
                 if len(rows):
                     seed = cluster_seed(config.seed, t, int(i), q)
-                    state.models[(int(i), q)] = trainer.fit(xs[i][rows], seed)
-            say(f"iteration {t}: local models of {int(state.active.sum())} active clients")
+                    state.models[(int(i), q)] = self.trainer.fit(xs[i][rows], seed)
+        self.say(f"iteration {t}: local models of {int(state.active.sum())} active clients")
         # Phase 2: all-to-all exchange and bidirectional association (lines 10-17)
         clusters = sorted(state.models)
         members = [np.flatnonzero(state.assignments[i] == q) for i, q in clusters]
-        global_rows = [offsets[i] + m for (i, _), m in zip(clusters, members)]
-        errors = np.stack([reconstruction_errors(state.models[c], everything) for c in clusters])
+        global_rows = [self.offsets[i] + m for (i, _), m in zip(clusters, members)]
+        errors = np.stack(
+            [reconstruction_errors(state.models[c], self.everything) for c in clusters]
+        )
         edges = association_edges(
             errors, global_rows, [i for i, _ in clusters], config.alpha, config.theta
         )
         # Phase 3: communities and their federated models (lines 18-24)
         groups, isolated = communities_of(len(clusters), edges)
-        say(f"iteration {t}: {len(edges)} associations, {len(groups)} communities; FedAvg")
+        self.say(f"iteration {t}: {len(edges)} associations, {len(groups)} communities; FedAvg")
         community_data = [[xs[clusters[c][0]][members[c]] for c in g] for g in groups]
-        state.community_models = fl.train(community_data, t)
+        state.community_models = self.fl.train(community_data, t)
         # Phase 4: refinement and stability of the active clients (lines 25-32)
         for i in np.flatnonzero(state.active):
             own = [state.models[(int(i), q)] for q in range(ks[i]) if (int(i), q) in state.models]
@@ -201,17 +224,6 @@ def run_fedcref(
             state.done, state.stop_reason = True, "communities and isolated clusters stable"
         elif t >= config.max_iterations:
             state.done, state.stop_reason = True, f"max_iterations={config.max_iterations}"
-        if on_iteration is not None:
-            on_iteration(
-                IterationReport(
-                    t,
-                    clusters,
-                    members,
-                    edges,
-                    groups,
-                    isolated,
-                    state,
-                    time.perf_counter() - started,
-                )
-            )
-    return state
+        return IterationReport(
+            t, clusters, members, edges, groups, isolated, state, time.perf_counter() - started
+        )

@@ -20,8 +20,9 @@ import tensorflow_federated as tff
 
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.datasets import reconstruction_dataset, round_seed
-from fedprune.engine.process import AutoencoderSpec, build_learning_process
+from fedprune.engine.process import build_learning_process
 from fedprune.engine.rounds import call_concurrently
+from fedprune.models.spec import AutoencoderSpec
 
 
 class CommunityTrainer:

@@ -13,7 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 from fedprune.engine.datasets import reconstruction_dataset
-from fedprune.models.autoencoder import build_autoencoder
+from fedprune.models.autoencoder import dense_layers
+from fedprune.models.spec import AutoencoderSpec
+from fedprune.sparsity.layers import prunable_mask_flags
 
 
 def cluster_seed(seed: int, *keys: int) -> int:
@@ -22,11 +24,13 @@ def cluster_seed(seed: int, *keys: int) -> int:
 
 
 def glorot_init(model: tf.keras.Model, seed: int) -> list[np.ndarray]:
-    """Glorot-uniform kernels and zero biases for ``model``'s Dense layers, from ``seed``."""
+    """Glorot-uniform kernels and zero biases for ``model``'s Dense layers, from ``seed``
+    (the kernels are the prunable tensors, :func:`fedprune.sparsity.layers.prunable_mask_flags`;
+    the model has no non-trainable weights)."""
     rng = np.random.default_rng(seed)
     weights = []
-    for w in model.get_weights():
-        if w.ndim == 2:
+    for w, kernel in zip(model.get_weights(), prunable_mask_flags(model), strict=True):
+        if kernel:
             limit = np.sqrt(6.0 / (w.shape[0] + w.shape[1]))
             weights.append(rng.uniform(-limit, limit, size=w.shape).astype(np.float32))
         else:
@@ -46,7 +50,7 @@ class LocalTrainer:
     ):
         self.epochs = epochs
         self.batch_size = batch_size
-        self.model = build_autoencoder(input_dim, seed=0)
+        self.model = AutoencoderSpec(input_dim, seed=0).keras()
         self.model.compile(
             optimizer=tf.keras.optimizers.Adam(learning_rate), loss="mse", steps_per_execution=64
         )
@@ -67,6 +71,6 @@ class LocalTrainer:
     def encode(self, weights: list[np.ndarray], x: np.ndarray, layers: int = 3) -> np.ndarray:
         """The latent code (output of the first ``layers`` Dense layers) of ``x``."""
         h = np.asarray(x, np.float32)
-        for kernel, bias in list(zip(weights[0::2], weights[1::2]))[:layers]:
+        for kernel, bias in dense_layers(weights)[:layers]:
             h = np.maximum(h @ kernel + bias, 0.0)
         return h

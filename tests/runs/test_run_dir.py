@@ -1,3 +1,5 @@
+"""RunDir: the writer's view of a run directory (config, checkpoints, metrics)."""
+
 import numpy as np
 import pytest
 

@@ -1,0 +1,66 @@
+"""Personal models of the HAR methods that fine-tune (the pipeline methods and ClusterFL):
+every client fine-tunes its start model under its kernel mask (Eq. 12), the personal models
+go to the run directory, and the run's ``deploy`` manifest says how to ship them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from fedprune.data.partition import FederatedData
+from fedprune.data.registry import dataset_info, har_recipe
+from fedprune.finetune import FineTuned, finetune_and_evaluate
+from fedprune.runs import RunDir, artefacts
+from fedprune.runs.deploy import har_manifest
+
+
+class FineTuneSettings(Protocol):
+    """The configuration fields fine-tuning reads (every HAR method's configuration)."""
+
+    method: str
+    dataset: str
+    ft_epochs: tuple[int, ...]
+    seed: int
+    batch_size: int
+    learning_rate: float
+    standardize: bool
+
+
+def finetune_personal(
+    run: RunDir,
+    data: FederatedData,
+    start: Mapping[int, Sequence[np.ndarray]],
+    kernel_masks: Mapping[int, Sequence[np.ndarray]],
+    settings: FineTuneSettings,
+    progress: bool,
+    pruned: bool,
+) -> tuple[FineTuned, dict]:
+    """Fine-tune every client from ``start[id]`` under ``kernel_masks[id]``, write each
+    length's ``personal_ft<E>.npz``; returns the result and the summary's ``deploy`` entry
+    (``pruned``: the run also wrote ``masks.npz``)."""
+    tuned = finetune_and_evaluate(
+        data,
+        start,
+        kernel_masks,
+        settings.ft_epochs,
+        settings.seed,
+        settings.batch_size,
+        settings.learning_rate,
+        desc=f"{settings.method} {settings.dataset} fine-tuning {data.num_clients} clients",
+        progress=progress,
+    )
+    for epochs, personal in tuned.models.items():
+        artefacts.write_personal_models(run.path, epochs, personal)
+    shape, labels = dataset_info(settings.dataset)
+    manifest = har_manifest(
+        "personal",
+        har_recipe(settings.dataset, settings.seed, settings.standardize),
+        shape,
+        labels,
+        settings.ft_epochs,
+        pruned=pruned,
+        clustered=True,
+    )
+    return tuned, manifest.to_json()

@@ -1,0 +1,164 @@
+""":func:`run_pipeline`: the pipeline's phases composed on the shared round loop.
+
+Rounds 1..T0 are Phase 1, round T0 + 1 the clustering, then T1 Phase-2 and T2 Phase-3 rounds
+(:mod:`~fedprune.algorithms.pipeline.phases`), all run and checkpointed by
+:func:`fedprune.engine.loop.run_rounds`; then every client fine-tunes (Eq. 12) and the run
+directory receives the clusters, masks, cluster and personal models and the summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from fedprune.algorithms.personal import finetune_personal
+from fedprune.algorithms.pipeline.phases import (
+    PipelineRounds,
+    cluster_round,
+    clustering_step,
+    fedavg_round,
+)
+from fedprune.algorithms.pipeline.policy import MaskPolicy
+from fedprune.algorithms.pipeline.scope import check_layerwise, kernel_layer_names
+from fedprune.algorithms.pipeline.state import PipelineState
+from fedprune.checks import check_at_most
+from fedprune.communication import CommAccounts
+from fedprune.configs.pipeline import PipelineConfig
+from fedprune.data.registry import load_federated
+from fedprune.engine.client_work import LocalTraining
+from fedprune.engine.loop import Step, run_rounds
+from fedprune.errors import ConfigError
+from fedprune.models.spec import ModelSpec
+from fedprune.runs import RunDir, artefacts, as_recorded, recorded_config
+from fedprune.sparsity import masks as M
+from fedprune.sparsity.layers import prunable_mask_flags, scope_flags, select
+
+# Options added after runs were first made; such a run recorded none and resumes as it was.
+ADDED_LATER = {"budget": "global", "prune_layers": None}
+
+
+def run_pipeline(
+    config: PipelineConfig,
+    policy: MaskPolicy | None,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+) -> dict:
+    """Train (or resume, or return the finished) run in ``out``; returns the summary.
+
+    ``policy`` may be ``None`` only when T2 = 0 (dense methods).
+    """
+    if policy is None and config.phases[2] > 0:
+        raise ConfigError(f"{config.method}: T2 > 0 needs a mask policy")
+    record = as_recorded(out, dataclasses.asdict(config), ADDED_LATER)
+    run = RunDir(out, record) if recorded_config(out) is not None else None
+    if run is not None and run.finished:
+        return run.read_summary()
+    t0, t1, t2 = config.phases
+    data = load_federated(config.dataset, config.seed, data_dir, config.standardize)
+    check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
+    spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
+    model = spec.keras()
+    flags = prunable_mask_flags(model)  # every prunable kernel
+    scope = scope_flags(model, config.prune_layers)  # those the policy prunes
+    if t2 > 0:
+        sparsity = max(config.start_sparsity, config.target_sparsity)
+        check_layerwise(model, scope, config.budget, config.block, sparsity)
+    if run is None:  # only now: a refused configuration leaves no directory behind
+        run = RunDir(out, record)
+
+    init = [np.asarray(w) for w in spec.initial_weights().trainable]
+    n_params = int(sum(w.size for w in init))
+    n_prunable = int(sum(w.size for w in select(init, flags)))
+    n_units = sum(M.unit_ids(w.shape, config.block)[1] for w in select(init, flags))
+    rounds = PipelineRounds(
+        spec=spec,
+        clients={c.client_id: c for c in data.clients},
+        flags=flags,
+        scope=scope,
+        n_prunable=n_prunable,
+        clusters=config.clusters,
+        clients_per_round=config.clients_per_round,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        training=LocalTraining(config.local_epochs, config.learning_rate, config.prox, masked=True),
+        policy=policy,
+    )
+
+    def step(t: int, state: PipelineState) -> Step[PipelineState]:
+        if t <= t0:
+            rows = fedavg_round(rounds, state, t)
+        elif t == t0 + 1:
+            rows = clustering_step(rounds, state, t)
+        else:
+            rows = cluster_round(rounds, state, t, phase3_t=t - (t0 + 1 + t1))
+        return Step(state, rows)
+
+    def phase_of(t: int) -> str:
+        phase = "phase 1" if t <= t0 else "clustering" if t == t0 + 1 else "phase 2"
+        return "phase 3" if t > t0 + 1 + t1 else phase
+
+    result = run_rounds(
+        run,
+        lambda: PipelineState(init, CommAccounts(n_params, n_prunable, n_units)),
+        lambda _rounds, arrays, scalars: PipelineState.from_checkpoint(
+            arrays,
+            scalars,
+            config.clusters,
+            lambda s: CommAccounts(n_params, n_prunable, n_units, s),
+        ),
+        step,
+        t0 + 1 + t1 + t2,
+        desc=lambda t: f"{config.method} {config.dataset} {phase_of(t)}",
+        progress=progress,
+    )
+    state = result.state
+    ids = rounds.ids
+    cluster_of = state.cluster_of(ids)
+    artefacts.write_clusters(run.path, cluster_of)
+    artefacts.write_cluster_models(run.path, state.cluster_w)
+    kernel_masks = {c: select(m, flags) for c, m in state.cluster_m.items()}
+    artefacts.write_masks(run.path, kernel_masks)
+
+    # Phase 4: every client fine-tunes its cluster's masked model under the mask (Eq. 12)
+    tuned, deploy = finetune_personal(
+        run,
+        data,
+        {i: M.apply(state.cluster_w[cluster_of[i]], state.cluster_m[cluster_of[i]]) for i in ids},
+        {i: kernel_masks[cluster_of[i]] for i in ids},
+        config,
+        progress,
+        pruned=True,
+    )
+
+    kernel_names = kernel_layer_names(model, flags)
+    accounts = state.accounts
+    summary = {
+        "method": config.method,
+        "dataset": config.dataset,
+        "seed": config.seed,
+        "phases": list(config.phases),
+        "num_clients": data.num_clients,
+        "params": n_params,
+        "prunable_params": n_prunable,
+        "clusters": {str(c): int(np.sum(state.assignment == c)) for c in range(config.clusters)},
+        "cluster_sparsity": {str(c): M.sparsity(m) for c, m in kernel_masks.items()},
+        "sparsity": tuned.sparsity,
+        "prune_layers": kernel_layer_names(model, scope),
+        "pruned_params": int(sum(w.size for w in select(init, scope))),
+        "sparsity_pruned_layers": float(
+            np.mean([M.sparsity(select(state.cluster_m[cluster_of[i]], scope)) for i in ids])
+        ),
+        "layer_sparsity": {
+            str(c): {n: M.sparsity([k]) for n, k in zip(kernel_names, m)}
+            for c, m in kernel_masks.items()
+        },
+        **accounts.summary(),
+        "wall_s": result.clock.seconds(),
+        "finetune": tuned.summary,
+        "deploy": deploy,
+    }
+    run.write_summary(summary)
+    return summary

@@ -1,0 +1,198 @@
+"""The pipeline's rounds as functions of its state (CA-AFP Algorithm 1, general form).
+
+Each function runs one step of the shared round loop (:mod:`fedprune.engine.loop`) on a
+:class:`~fedprune.algorithms.pipeline.state.PipelineState` and returns the step's
+``metrics.csv`` rows:
+
+* :func:`fedavg_round`: a Phase-1 round, data-size-weighted FedAvg over sampled clients (Eq. 2);
+* :func:`clustering_step`: one local epoch per client from w^(T0), cosine distances of the
+  updates (Eq. 3-4), agglomerative clustering; every cluster starts from w^(T0), dense;
+* :func:`cluster_round`: a Phase-2 or Phase-3 round: every cluster trains its model under its
+  mask with the proximal objective towards w^(T0) (Eq. 5), aggregated within the cluster
+  (Eq. 6); after a scoring round the mask policy sets the new mask and the model is masked
+  (Eq. 7).
+
+Interpretations are listed in :mod:`fedprune.algorithms.pipeline`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+import tensorflow_federated as tff
+
+from fedprune.algorithms.pipeline.policy import MaskPolicy, update_masks
+from fedprune.algorithms.pipeline.state import PipelineState
+from fedprune.clustering import cluster_clients
+from fedprune.data.partition import ClientData
+from fedprune.engine.client_work import LocalTraining
+from fedprune.engine.process import (
+    build_fedavg_process,
+    build_learning_process,
+    with_client_work_state,
+)
+from fedprune.engine.rounds import (
+    run_round,
+    run_rounds_concurrently,
+    sample_by_cluster,
+    sample_clients,
+)
+from fedprune.engine.updates import build_update_computation, client_updates
+from fedprune.models.spec import ModelSpec
+from fedprune.sparsity import masks as M
+from fedprune.sparsity.layers import select
+
+
+@dataclasses.dataclass
+class PipelineRounds:
+    """What every round needs, built once per run: the clients, the model, which weights are
+    prunable kernels (``flags``) and which of those the policy prunes (``scope``), the
+    local-training settings, and the TFF processes (built on first use)."""
+
+    spec: ModelSpec
+    clients: dict[int, ClientData]
+    flags: list[bool]
+    scope: list[bool]
+    n_prunable: int
+    clusters: int
+    clients_per_round: int
+    batch_size: int
+    seed: int
+    training: LocalTraining
+    policy: MaskPolicy | None
+
+    @property
+    def ids(self) -> list[int]:
+        return sorted(self.clients)
+
+    @functools.cached_property
+    def fedavg_process(self) -> tff.learning.templates.LearningProcess:
+        return build_fedavg_process(self.spec, self.training.epochs, self.training.learning_rate)
+
+    @functools.cached_property
+    def fedavg_base(self) -> tff.learning.templates.LearningAlgorithmState:
+        return self.fedavg_process.initialize()
+
+    @functools.cached_property
+    def plain_process(self) -> tff.learning.templates.LearningProcess:
+        return build_learning_process(self.spec, self.training)
+
+    @functools.cached_property
+    def measuring_process(self) -> tff.learning.templates.LearningProcess:
+        return build_learning_process(
+            self.spec, dataclasses.replace(self.training, statistics=True)
+        )
+
+    @functools.cached_property
+    def base_state(self) -> tff.learning.templates.LearningAlgorithmState:
+        return self.plain_process.initialize()
+
+    def row(
+        self,
+        state: PipelineState,
+        t: int,
+        phase: str,
+        cluster: int,
+        clients: int,
+        train: dict | None,
+    ) -> dict:
+        """The ``metrics.csv`` row of cluster ``cluster`` (-1: all clients) in round ``t``."""
+        masks = state.cluster_m.get(cluster)
+        return {
+            "round": t,
+            "phase": phase,
+            "cluster": cluster,
+            "clients": clients,
+            "train_loss": float(train["train_loss"]) if train else "",
+            "train_accuracy": float(train["train_accuracy"]) if train else "",
+            "sparsity": M.sparsity(select(masks, self.flags)) if masks else 0.0,
+            "comm_mb_eq13": state.accounts.total_mb("eq13"),
+            "comm_mb_payload": state.accounts.total_mb("payload"),
+        }
+
+
+def fedavg_round(rounds: PipelineRounds, state: PipelineState, t: int) -> list[dict]:
+    """Phase 1, round ``t``: FedAvg over ``clients_per_round`` sampled clients (Eq. 2)."""
+    process = rounds.fedavg_process
+    start = process.set_model_weights(
+        rounds.fedavg_base, tff.learning.models.ModelWeights(state.global_w, [])
+    )
+    chosen = sample_clients(rounds.ids, rounds.clients_per_round, rounds.seed, t)
+    output = run_round(
+        process, start, [rounds.clients[i] for i in chosen], t, rounds.seed, rounds.batch_size
+    )
+    state.global_w = [np.asarray(w) for w in process.get_model_weights(output.state).trainable]
+    state.accounts.model(rounds.n_prunable, 2 * len(chosen))
+    return [rounds.row(state, t, "fedavg", -1, len(chosen), output.metrics["client_work"]["train"])]
+
+
+def clustering_step(rounds: PipelineRounds, state: PipelineState, t: int) -> list[dict]:
+    """After Phase 1: cluster the clients by their one-epoch updates from w^(T0) (Eq. 3-4);
+    with K = 1 nothing is computed or sent. Every cluster starts from w^(T0) with mask 1."""
+    ids = rounds.ids
+    if rounds.clusters == 1:
+        state.assignment = np.zeros(len(ids), dtype=np.int64)
+    else:
+        training = LocalTraining(1, rounds.training.learning_rate, statistics=False)
+        updates = client_updates(
+            build_update_computation(rounds.spec, training),
+            tff.learning.models.ModelWeights(state.global_w, []),
+            [rounds.clients[i] for i in ids],
+            rounds.seed,
+            rounds.batch_size,
+            round_num=t,
+        )
+        state.assignment = cluster_clients(updates, rounds.clusters)
+        state.accounts.model(rounds.n_prunable, 2 * len(ids), "clustering")
+    for c in range(rounds.clusters):
+        state.cluster_w[c] = [w.copy() for w in state.global_w]
+        state.cluster_m[c] = [np.ones_like(w, np.float32) for w in state.global_w]
+    return [rounds.row(state, t, "clustering", -1, len(ids), None)]
+
+
+def cluster_round(
+    rounds: PipelineRounds, state: PipelineState, t: int, phase3_t: int
+) -> list[dict]:
+    """Round ``t`` of Phases 2-3 (``phase3_t`` >= 1: the Phase-3 round number, else Phase 2):
+    each cluster's sampled clients train w_c ⊙ M_c with the proximal term towards w^(T0)
+    (Eq. 5), aggregated in the cluster (Eq. 6); after a scoring round the policy's new mask
+    is applied to the aggregate (Eq. 7). All clusters run as concurrent TFF calls."""
+    policy = rounds.policy
+    measure = phase3_t >= 1 and policy is not None and policy.scoring_round(phase3_t)
+    process = rounds.measuring_process if measure else rounds.plain_process
+    chosen = sample_by_cluster(
+        state.cluster_of(rounds.ids), rounds.clients_per_round, rounds.seed, t
+    )
+    anchor = {"anchor": state.global_w} if rounds.training.prox > 0 else {}
+    jobs = []
+    for c, members in chosen.items():
+        start = process.set_model_weights(
+            rounds.base_state, tff.learning.models.ModelWeights(state.cluster_w[c], [])
+        )
+        start = with_client_work_state(start, mask=state.cluster_m[c], **anchor)
+        jobs.append((process, start, [rounds.clients[i] for i in members]))
+    outputs = run_rounds_concurrently(jobs, t, rounds.seed, rounds.batch_size)
+    rows = []
+    phase = "prune" if phase3_t >= 1 else "cluster"
+    for (c, members), output in zip(chosen.items(), outputs):
+        n_active = int(sum(m.sum() for m in select(state.cluster_m[c], rounds.flags)))
+        state.accounts.model(n_active, 2 * len(members))
+        new_w = [np.asarray(w) for w in process.get_model_weights(output.state).trainable]
+        metrics = output.metrics["client_work"]
+        if measure:
+            state.accounts.statistics(n_active, len(members))
+            state.cluster_m[c] = update_masks(
+                policy,
+                phase3_t,
+                state.cluster_w[c],
+                new_w,
+                state.cluster_m[c],
+                metrics["statistics"],
+                rounds.scope,
+            )
+            new_w = M.apply(new_w, state.cluster_m[c])
+        state.cluster_w[c] = new_w
+        rows.append(rounds.row(state, t, phase, c, len(members), metrics["train"]))
+    return rows

@@ -1,0 +1,23 @@
+"""FedAvg's configuration (:mod:`fedprune.algorithms.fedavg`; CA-AFP's Phase 1 alone)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fedprune.configs import har
+from fedprune.configs.fields import Config
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgConfig(Config):
+    """Hyper-parameters (defaults: the CA-AFP paper's Tables 5-6)."""
+
+    dataset: str = har.dataset()
+    rounds: int = har.rounds()
+    clients_per_round: int = har.clients_per_round()
+    local_epochs: int = har.local_epochs()
+    batch_size: int = har.batch_size()
+    learning_rate: float = har.learning_rate()
+    seed: int = har.seed()
+    standardize: bool = har.standardize()
+    method: str = har.method("fedavg")

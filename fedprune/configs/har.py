@@ -1,0 +1,66 @@
+"""The fields every HAR method shares (defaults: the CA-AFP paper's Tables 5-6).
+
+Each function returns a fresh :func:`~fedprune.configs.fields.param`, so that every
+configuration keeps its own field order (``config.json`` and positional construction, e.g.
+``FedAvgConfig("uci_har")``, stay as they were) while the help text, default and rule of a
+shared field are written once, here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fedprune.checks import POSITIVE, SEED, count, each, one_of
+from fedprune.configs.fields import int_tuple, param
+
+# the HAR datasets of fedprune.data.registry.DATASETS (not imported: it loads scipy;
+# tests/configs/test_har.py checks the two agree)
+HAR_DATASETS = ("uci_har", "wisdm")
+
+
+def dataset() -> Any:  # noqa: ANN401 (a dataclass field)
+    return param(help="which HAR dataset to use", rule=one_of(HAR_DATASETS))
+
+
+def rounds(default: int = 50) -> Any:  # noqa: ANN401
+    return param(default, help="global rounds", rule=count())
+
+
+def clusters(default: int = 3) -> Any:  # noqa: ANN401
+    return param(default, help="clusters K", rule=count())
+
+
+def clients_per_round() -> Any:  # noqa: ANN401
+    return param(10, help="clients sampled per round", rule=count())
+
+
+def local_epochs() -> Any:  # noqa: ANN401
+    return param(3, help="local epochs E", rule=count())
+
+
+def batch_size() -> Any:  # noqa: ANN401
+    return param(32, help="batch size", rule=count())
+
+
+def learning_rate() -> Any:  # noqa: ANN401
+    return param(1e-3, help="client Adam learning rate", flag="lr", rule=POSITIVE)
+
+
+def seed() -> Any:  # noqa: ANN401
+    return param(0, help="seed for init, split, sampling", rule=SEED)
+
+
+def standardize() -> Any:  # noqa: ANN401
+    return param(
+        False,
+        help="z-score each channel per client, fitted on the client's training windows",
+    )
+
+
+def ft_epochs(help: str = "fine-tuning epochs reported, all from one trained run") -> Any:  # noqa: A002, ANN401
+    return param((3, 25), help=help, rule=each(count(0)), parse=int_tuple(), metavar="E[,E...]")
+
+
+def method(name: str) -> Any:  # noqa: ANN401
+    """The method's name, recorded in ``config.json``; not an option."""
+    return param(name, help="method name", cli=False)

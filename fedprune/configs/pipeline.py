@@ -1,0 +1,222 @@
+"""Configurations of the clustered, masked pipeline (:mod:`fedprune.algorithms.pipeline`):
+:class:`PipelineConfig` (defaults: CA-AFP's, the paper's Tables 5-6) and one subclass per
+method that only changes defaults: :class:`CAAFPConfig`, :class:`GlobalFTConfig` (K = 1),
+:class:`FedCHARConfig` (10 warm-up + 40 cluster rounds, dense), :class:`EfficientFLConfig` and
+:class:`FedSNIPConfig` (K = 1, no proximal term, one fixed 70 % mask set after round 1).
+
+Construction fills and checks everything (what ``resolved()`` and ``validate()`` did):
+
+* unset scoring weights alpha, beta, gamma (Eq. 8) take :data:`PAPER_SCORE_WEIGHTS` for the
+  dataset; give all three or none. They are filled at construction, so
+  ``dataclasses.replace(config, dataset=...)`` keeps the first dataset's weights: build a new
+  configuration instead;
+* ``prune_layers`` is put in model order (each once; names from the model table,
+  :data:`fedprune.models.table.MODELS`);
+* with T2 > 0 the prune-and-heal schedule is built once to check its parameters
+  (:class:`fedprune.sparsity.schedule.PruneHealSchedule`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fedprune.checks import (
+    FRACTION,
+    NONNEGATIVE,
+    Rule,
+    check_layer_names,
+    count,
+    one_of,
+    optional,
+)
+from fedprune.configs import har
+from fedprune.configs.fields import Config, int_tuple, name_tuple, param
+from fedprune.errors import ConfigError
+from fedprune.models.table import MODELS
+from fedprune.sparsity.schedule import PruneHealSchedule
+
+# Tables 5-6 of the paper: scoring weights (alpha, beta, gamma) per dataset.
+PAPER_SCORE_WEIGHTS = {"uci_har": (0.5, 0.25, 0.25), "wisdm": (0.25, 0.25, 0.5)}
+
+# fedprune.sparsity.masks.BUDGETS (not imported: it loads numpy; tests/configs check they agree)
+BUDGETS = ("global", "layerwise")
+
+MODEL = "har_cnn"  # the model every pipeline method trains (fedprune.models.table)
+
+
+def _check_phases(name: str, phases: tuple[int, ...]) -> tuple[int, ...]:
+    ok = len(phases) == 3 and all(isinstance(t, int) and not isinstance(t, bool) for t in phases)
+    if not ok or min(phases) < 0 or sum(phases) < 1:
+        raise ConfigError(
+            f"--phases T0,T1,T2 must be 3 integers >= 0 and not all 0, got {tuple(phases)}"
+        )
+    return phases
+
+
+def _check_prune_layers(name: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    check_layer_names(names, MODELS[MODEL].kernel_layers)
+    return names
+
+
+PHASES = Rule(_check_phases, "T0,T1,T2 >= 0, not all 0")
+PRUNE_LAYERS = optional(
+    Rule(_check_prune_layers, "names among " + ", ".join(MODELS[MODEL].kernel_layers))
+)
+SCORE_WEIGHT = optional(FRACTION)
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig(Config):
+    """Hyper-parameters; defaults are CA-AFP's from the paper's Tables 5-6."""
+
+    dataset: str = har.dataset()
+    method: str = har.method("caafp")
+    phases: tuple[int, int, int] = param(
+        (0, 0, 50),
+        help="rounds of FedAvg, dense cluster training, masked cluster training",
+        rule=PHASES,
+        parse=int_tuple(3),
+        metavar="T0,T1,T2",
+    )
+    clusters: int = har.clusters()
+    clients_per_round: int = har.clients_per_round()
+    local_epochs: int = har.local_epochs()
+    batch_size: int = har.batch_size()
+    learning_rate: float = har.learning_rate()
+    prox: float = param(1e-3, help="lambda of the proximal term, Eq. 5", rule=NONNEGATIVE)
+    start_sparsity: float = param(
+        0.7, help="sparsity after Phase-3 round 1 (CA-AFP)", rule=FRACTION
+    )
+    target_sparsity: float = param(0.7, help="final sparsity of the pruned kernels", rule=FRACTION)
+    prune_frequency: int = param(5, help="update masks every f rounds (CA-AFP)", rule=count())
+    churn: float = param(0.05, help="churn rate rho (CA-AFP)", rule=FRACTION)
+    alpha: float | None = param(
+        None,
+        help="weight of the magnitude score (CA-AFP)",
+        rule=SCORE_WEIGHT,
+        default_text="the paper's for the dataset",
+    )
+    beta: float | None = param(
+        None,
+        help="weight of the coherence score (CA-AFP)",
+        rule=SCORE_WEIGHT,
+        default_text="the paper's for the dataset",
+    )
+    gamma: float | None = param(
+        None,
+        help="weight of the consistency score (CA-AFP)",
+        rule=SCORE_WEIGHT,
+        default_text="the paper's for the dataset",
+    )
+    block: int = param(
+        1,
+        help="mask granularity: 1 = per weight; 16 = blocks TFLite stores compactly",
+        rule=count(),
+    )
+    budget: str = param(
+        "global",
+        help="pruning budget: global = one ranking over all kernels (the paper's Alg. 1); "
+        "layerwise = every kernel pruned to the target on its own (our extension, for export "
+        "size)",
+        rule=one_of(BUDGETS),
+    )
+    prune_layers: tuple[str, ...] | None = param(
+        None,
+        help="prune only the kernels of these layers; the sparsity targets then count only "
+        "their weights, the other kernels stay dense (our extension, for export size)",
+        rule=PRUNE_LAYERS,
+        parse=name_tuple,
+        metavar="NAME[,NAME...]",
+        default_text="all, the paper",
+    )
+    ft_epochs: tuple[int, ...] = har.ft_epochs()
+    seed: int = har.seed()
+    standardize: bool = har.standardize()
+
+    def check(self) -> None:
+        weights = (self.alpha, self.beta, self.gamma)
+        if None in weights:
+            if not all(v is None for v in weights):
+                raise ConfigError("give all of --alpha, --beta, --gamma or none")
+            weights = PAPER_SCORE_WEIGHTS.get(self.dataset, (1 / 3, 1 / 3, 1 / 3))
+            for name, value in zip(("alpha", "beta", "gamma"), weights):
+                self._set(name, value)
+        if abs(sum(weights) - 1.0) > 1e-6:  # Eq. 8
+            raise ConfigError(f"--alpha + --beta + --gamma must be 1, got {sum(weights):g}")
+        if self.prune_layers is not None:  # in model order, each once
+            chosen = tuple(n for n in MODELS[MODEL].kernel_layers if n in self.prune_layers)
+            self._set("prune_layers", chosen)
+        self._set("phases", tuple(self.phases))
+        self._set("ft_epochs", tuple(self.ft_epochs))
+        if self.phases[2] > 0:
+            self.schedule()  # checks the sparsity parameters against T2
+
+    def schedule(self) -> PruneHealSchedule:
+        """The prune-and-heal schedule of Phase 3 (T2 rounds)."""
+        return PruneHealSchedule(
+            rounds=self.phases[2],
+            frequency=self.prune_frequency,
+            target_sparsity=self.target_sparsity,
+            churn=self.churn,
+            start_sparsity=self.start_sparsity,
+        )
+
+
+def override(name: str, value: object) -> Any:  # noqa: ANN401 (a dataclass field)
+    """PipelineConfig's field ``name`` with another default (same help, rule, option)."""
+    base = PipelineConfig.__dataclass_fields__[name]
+    return dataclasses.field(default=value, metadata=base.metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class CAAFPConfig(PipelineConfig):
+    """CA-AFP (Algorithm 1) with the paper's defaults (Tables 5-6)."""
+
+    method: str = override("method", "caafp")
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalFTConfig(PipelineConfig):
+    """Global-FT: CA-AFP with one cluster (the paper's Figures 3-4)."""
+
+    method: str = override("method", "global_ft")
+    clusters: int = override("clusters", 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedCHARConfig(PipelineConfig):
+    """FedCHAR: 10 FedAvg warm-up rounds, K = 3, 40 rounds of per-group training; dense."""
+
+    method: str = override("method", "fedchar")
+    phases: tuple[int, int, int] = override("phases", (10, 40, 0))
+    clusters: int = override("clusters", 3)
+    start_sparsity: float = override("start_sparsity", 0.0)
+    target_sparsity: float = override("target_sparsity", 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _OneShotConfig(PipelineConfig):
+    """A K = 1, no-proximal-term, 50-round pipeline whose mask is set once (70 %): no churn,
+    and the schedule frequency is unused (1 always passes the schedule's check)."""
+
+    phases: tuple[int, int, int] = override("phases", (0, 0, 50))
+    clusters: int = override("clusters", 1)
+    prox: float = override("prox", 0.0)
+    start_sparsity: float = override("start_sparsity", 0.0)
+    churn: float = override("churn", 0.0)
+    prune_frequency: int = override("prune_frequency", 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class EfficientFLConfig(_OneShotConfig):
+    """EfficientFL: one magnitude mask (70 %) after the first round, K = 1."""
+
+    method: str = override("method", "efficientfl")
+
+
+@dataclasses.dataclass(frozen=True)
+class FedSNIPConfig(_OneShotConfig):
+    """FedSNIP: one SNIP mask (70 %) from the first round's mean gradient, K = 1."""
+
+    method: str = override("method", "fedsnip")

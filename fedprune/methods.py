@@ -1,0 +1,145 @@
+"""Every training method, by name, without importing TensorFlow: the method registry.
+
+One :class:`Method` per method: its name (the ``fedprune train`` sub-command), a one-line
+summary and a long description (``--help``), its configuration class
+(:mod:`fedprune.configs`, whose fields become the command-line options) and its runner as a
+``"module:function"`` string, imported only when a run starts. Every runner has the signature::
+
+    runner(config, out, data_dir=None, progress=True) -> dict  # the run's summary
+
+and trains, resumes or returns the finished run in ``out``.
+
+Adding a method is one configuration class, one runner and one line in :data:`METHODS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from fedprune.configs.clusterfl import ClusterFLConfig
+from fedprune.configs.fedavg import FedAvgConfig
+from fedprune.configs.fedcref import FedCRefRunConfig
+from fedprune.configs.fields import Config
+from fedprune.configs.pipeline import (
+    CAAFPConfig,
+    EfficientFLConfig,
+    FedCHARConfig,
+    FedSNIPConfig,
+    GlobalFTConfig,
+)
+from fedprune.errors import ConfigError
+from fedprune.lazy import resolve
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """One method: ``runner`` is ``"module:function"``, imported by :meth:`run_function`."""
+
+    name: str
+    summary: str
+    description: str
+    config: type[Config]
+    runner: str
+
+    def run_function(self) -> Callable[..., dict]:
+        """The runner (imports its module, and so TensorFlow, on first call)."""
+        return resolve(self.runner)
+
+
+_HAR_FILES = "Writes config.json, metrics.csv, checkpoint.npz and summary.json to --out."
+_PIPELINE_FILES = (
+    "config.json, metrics.csv (per round and cluster), clusters.json, masks.npz, "
+    "cluster_models.npz, personal_ft<E>.npz and summary.json in --out; resumable like every run."
+)
+_RESUMES = (
+    " Re-running the same command resumes an interrupted run, and returns a finished one "
+    "without recomputing it."
+)
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method(
+            "fedavg",
+            "plain FedAvg (CA-AFP Phase 1 only)",
+            "Federated averaging on TFF; writes config.json, metrics.csv, checkpoint.npz and "
+            "summary.json to --out." + _RESUMES,
+            FedAvgConfig,
+            "fedprune.algorithms.fedavg:run_fedavg",
+        ),
+        Method(
+            "caafp",
+            "CA-AFP: clustering, prune-and-heal, sparse fine-tuning",
+            "Cluster-Aware Adaptive Federated Pruning (Algorithm 1 of the paper) on TFF. "
+            + _PIPELINE_FILES,
+            CAAFPConfig,
+            "fedprune.algorithms.caafp:run_caafp",
+        ),
+        Method(
+            "global_ft",
+            "CA-AFP with one cluster (the paper's Global-FT)",
+            "CA-AFP with K = 1: prune-and-heal on one global model, then fine-tuning. "
+            + _PIPELINE_FILES,
+            GlobalFTConfig,
+            "fedprune.algorithms.global_ft:run_global_ft",
+        ),
+        Method(
+            "fedchar",
+            "FedCHAR baseline (dense, clustered, personalized)",
+            "10 FedAvg warm-up rounds, cosine clustering into 3 groups, 40 rounds of per-group "
+            "training with a proximal term, fine-tuning; no pruning. " + _PIPELINE_FILES,
+            FedCHARConfig,
+            "fedprune.algorithms.fedchar:run_fedchar",
+        ),
+        Method(
+            "efficientfl",
+            "EfficientFL baseline (one early magnitude mask, 70 %)",
+            "Magnitude pruning to 70 % after the first round, fixed mask afterwards, K = 1, "
+            "fine-tuning. " + _PIPELINE_FILES,
+            EfficientFLConfig,
+            "fedprune.algorithms.efficientfl:run_efficientfl",
+        ),
+        Method(
+            "fedsnip",
+            "FedSNIP baseline (one-shot SNIP mask, 70 %)",
+            "SNIP connection sensitivity |E[g] * w0| from the clients' mean gradient at the "
+            "initial weights, one fixed 70 % mask, K = 1, fine-tuning. " + _PIPELINE_FILES,
+            FedSNIPConfig,
+            "fedprune.algorithms.fedsnip:run_fedsnip",
+        ),
+        Method(
+            "clusterfl",
+            "ClusterFL baseline (dense, clustered multi-task learning by ADMM)",
+            "One model per client coupled by a learned cluster structure: local proximal "
+            "steps on TFF, closed-form Omega step, spectral/k-means cluster step, dual step "
+            "(fedprune/algorithms/clusterfl.py), then fine-tuning. Writes config.json, "
+            "metrics.csv, clusters.json, personal_ft<E>.npz and summary.json; resumable.",
+            ClusterFLConfig,
+            "fedprune.algorithms.clusterfl:run_clusterfl",
+        ),
+        Method(
+            "fedcref",
+            "FedCRef unsupervised federated clustering",
+            "FedCRef (Nardi et al.): unsupervised federated clustering. Each of N clients "
+            "holds K_i unlabeled classes (K_i uniform in [2, K_G/2]) with S images each and "
+            "starts from a local clustering (dirty uniform with --dirtiness, or k-means on "
+            "autoencoder codes); per-cluster autoencoders are exchanged, associated by "
+            "reconstruction error (alpha, theta), grouped into communities trained with "
+            "FedAvg on TFF, and used to refine every client's clusters until clients are "
+            "stable (tau) or the community counts settle. Writes config.json, metrics.csv "
+            "(per iteration), community_models.npz, assignments.npz and summary.json to "
+            "--out; re-running resumes an interrupted run. Labels only build the system and "
+            "evaluate it.",
+            FedCRefRunConfig,
+            "fedprune.algorithms.fedcref.experiment:run_fedcref_experiment",
+        ),
+    )
+}
+
+
+def method(name: str) -> Method:
+    """The method named ``name``; an unknown name is a ConfigError listing the known ones."""
+    if name not in METHODS:
+        raise ConfigError(f"unknown method {name!r}; the known methods are {', '.join(METHODS)}")
+    return METHODS[name]

@@ -1,0 +1,109 @@
+"""Model specs: what a learning process needs to know about its model.
+
+A spec names a :data:`fedprune.models.table.MODELS` entry and holds the arguments of its
+builder (input shape, classes, initialization seed). It gives the Keras model, the loss, the
+batched input spec, TFF's model function and the deterministic initial weights; the engine
+(:mod:`fedprune.engine.process`) takes a spec and never imports a concrete builder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from fedprune.engine.datasets import element_spec, reconstruction_spec
+from fedprune.errors import ConfigError
+from fedprune.models.table import ModelEntry, model_entry
+
+
+class _SpecBase:
+    """Shared by the model specs: the TFF model function and deterministic initial weights."""
+
+    seed: int
+    model: str
+
+    def entry(self) -> ModelEntry:
+        """This spec's model table entry."""
+        return model_entry(self.model)
+
+    def keras(self) -> tf.keras.Model:
+        raise NotImplementedError
+
+    def loss(self) -> tf.keras.losses.Loss:
+        raise NotImplementedError
+
+    def input_spec(self) -> tuple[tf.TensorSpec, tf.TensorSpec]:
+        raise NotImplementedError
+
+    def variable_model_fn(self) -> Callable[[], tff.learning.models.VariableModel]:
+        """A no-argument function building the TFF model (fresh variables on each call)."""
+
+        def model_fn() -> tff.learning.models.VariableModel:
+            return tff.learning.models.from_keras_model(
+                self.keras(), loss=self.loss(), input_spec=self.input_spec()
+            )
+
+        return model_fn
+
+    def initial_weights(self) -> tff.learning.models.ModelWeights:
+        """Deterministic initial weights (numpy) for this seed."""
+        model = self.keras()
+        return tff.learning.models.ModelWeights(
+            trainable=[w.numpy() for w in model.trainable_weights],
+            non_trainable=[w.numpy() for w in model.non_trainable_weights],
+        )
+
+    def _check_task(self, task: str) -> None:
+        if self.entry().task != task:
+            raise ConfigError(
+                f"model {self.model!r} is a {self.entry().task} model; "
+                f"{type(self).__name__} needs a {task} model"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec(_SpecBase):
+    """A classifier (the HAR 1D-CNN): input shape, classes and the initialization seed."""
+
+    input_shape: tuple[int, ...]
+    num_classes: int
+    seed: int
+    model: str = "har_cnn"
+
+    def __post_init__(self) -> None:
+        self._check_task("classification")
+
+    def keras(self, masked: bool = False) -> tf.keras.Model:
+        """The uncompiled model; ``masked``: every kernel gets a ``MaskConstraint``."""
+        kwargs = {"masked": True} if masked else {}
+        return self.entry().build(self.input_shape, self.num_classes, seed=self.seed, **kwargs)
+
+    def loss(self) -> tf.keras.losses.Loss:
+        return tf.keras.losses.SparseCategoricalCrossentropy()
+
+    def input_spec(self) -> tuple[tf.TensorSpec, tf.TensorSpec]:
+        return element_spec(self.input_shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoencoderSpec(_SpecBase):
+    """The FedCRef autoencoder: batches are (x, x) pairs and the loss is the MSE."""
+
+    input_dim: int
+    seed: int
+    model: str = "autoencoder"
+
+    def __post_init__(self) -> None:
+        self._check_task("reconstruction")
+
+    def keras(self) -> tf.keras.Model:
+        return self.entry().build(self.input_dim, seed=self.seed)
+
+    def loss(self) -> tf.keras.losses.Loss:
+        return tf.keras.losses.MeanSquaredError()
+
+    def input_spec(self) -> tuple[tf.TensorSpec, tf.TensorSpec]:
+        return reconstruction_spec(self.input_dim)

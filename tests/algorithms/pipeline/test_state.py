@@ -1,0 +1,40 @@
+"""The pipeline's server state and its checkpoint form (fast, no TensorFlow)."""
+
+import numpy as np
+
+from fedprune.algorithms.pipeline.state import PipelineState
+from fedprune.communication import CommAccounts
+
+
+def _accounts(saved=None):
+    return CommAccounts(10, 8, 8, saved)
+
+
+def test_before_clustering_only_the_global_model_and_the_accounts_are_saved():
+    state = PipelineState([np.ones(3), np.zeros(2)], _accounts())
+    state.accounts.model(8, 4)
+    arrays, scalars = state.to_checkpoint()
+    assert list(arrays) == ["global"]
+    assert scalars["eq13_models"] == 4 * 10 * 4.0  # 4 transfers of 10 dense float32 values
+    back = PipelineState.from_checkpoint(arrays, scalars, clusters=2, accounts=_accounts)
+    assert back.assignment is None and back.cluster_w == {}
+    assert back.accounts.total_bytes("eq13") == 160.0
+
+
+def test_clusters_round_trip_under_the_keys_older_runs_wrote():
+    w = [np.arange(4.0).reshape(2, 2), np.ones(2)]
+    state = PipelineState(w, _accounts(), assignment=np.array([1, 0, 1]))
+    for c in (0, 1):
+        state.cluster_w[c] = [v + c for v in w]
+        state.cluster_m[c] = [np.full_like(v, c, np.float32) for v in w]
+    arrays, scalars = state.to_checkpoint()
+    # the layout of checkpoints written before the state had a class: they still resume
+    assert sorted(arrays) == ["assignment", "cluster0_m", "cluster0_w", "cluster1_m"] + [
+        "cluster1_w",
+        "global",
+    ]
+    back = PipelineState.from_checkpoint(arrays, scalars, clusters=2, accounts=_accounts)
+    assert back.assignment.tolist() == [1, 0, 1]
+    assert np.array_equal(back.cluster_w[1][0], w[0] + 1)
+    assert back.cluster_m[0][1].tolist() == [0.0, 0.0]
+    assert back.cluster_of([7, 8, 9]) == {7: 1, 8: 0, 9: 1}

@@ -1,0 +1,63 @@
+"""Options generated from the configuration fields: names, help, parsing, defaults."""
+
+import argparse
+
+import pytest
+
+from fedprune.configs.command_line import add_config_options, config_from_options
+from fedprune.configs.fedcref import FedCRefRunConfig
+from fedprune.configs.pipeline import CAAFPConfig, GlobalFTConfig
+
+
+def _parser(config_class) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="t", formatter_class=argparse.RawTextHelpFormatter)
+    add_config_options(parser, config_class)
+    return parser
+
+
+def _build(config_class, argv):
+    return config_from_options(config_class, _parser(config_class).parse_args(argv))
+
+
+def test_tuples_lists_and_switches_are_parsed():
+    config = _build(
+        CAAFPConfig,
+        ["--dataset", "wisdm", "--phases", "1,2,3", "--prune-layers", "probs, dense"]
+        + ["--ft-epochs", "0,5", "--lr", "0.01", "--standardize", "--prune-frequency", "1"],
+    )
+    assert config.phases == (1, 2, 3) and config.prune_layers == ("dense", "probs")
+    assert config.ft_epochs == (0, 5) and config.learning_rate == 0.01 and config.standardize
+
+
+def test_unset_options_take_the_method_defaults():
+    assert _build(GlobalFTConfig, ["--dataset", "uci_har"]) == GlobalFTConfig("uci_har")
+    assert _build(GlobalFTConfig, ["--dataset", "uci_har"]).clusters == 1
+    assert _build(FedCRefRunConfig, ["--clients", "4", "--epochs", "2"]) == FedCRefRunConfig(
+        num_clients=4, local_epochs=2
+    )
+
+
+def test_help_shows_default_and_range():
+    text = _parser(GlobalFTConfig).format_help()
+    assert "clusters K (default: 1; integer >= 1)" in text
+    assert "client Adam learning rate (default: 0.001; (0, inf))" in text
+    assert "(default: 0,0,50; T0,T1,T2 >= 0, not all 0)" in text
+    assert "--budget {global,layerwise}" in text
+    assert "(default: the paper's for the dataset; [0, 1])" in text
+    fedcref = _parser(FedCRefRunConfig).format_help()
+    assert "--max-classes MAX_CLASSES" in fedcref and "--stop-window" not in fedcref
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--phases", "1,2"], "expected 3 values"),
+        (["--phases", "a,b,c"], "expected comma-separated integers"),
+        (["--budget", "local"], "invalid choice"),
+        (["--lr", "fast"], "invalid float value"),
+    ],
+)
+def test_malformed_text_is_argparses_error(argv, fragment, capsys):
+    with pytest.raises(SystemExit):
+        _parser(CAAFPConfig).parse_args(["--dataset", "uci_har", *argv])
+    assert fragment in capsys.readouterr().err

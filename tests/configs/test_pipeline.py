@@ -1,0 +1,129 @@
+"""The pipeline configurations: what construction fills in, orders and refuses, and the dicts
+that config.json records (written by hand from the pre-refactoring factories + resolved())."""
+
+import dataclasses
+
+import pytest
+
+from fedprune.configs.pipeline import (
+    BUDGETS,
+    PAPER_SCORE_WEIGHTS,
+    CAAFPConfig,
+    EfficientFLConfig,
+    FedCHARConfig,
+    FedSNIPConfig,
+    GlobalFTConfig,
+    PipelineConfig,
+)
+from fedprune.errors import ConfigError
+
+CAAFP_UCI_HAR = {
+    "dataset": "uci_har",
+    "method": "caafp",
+    "phases": (0, 0, 50),
+    "clusters": 3,
+    "clients_per_round": 10,
+    "local_epochs": 3,
+    "batch_size": 32,
+    "learning_rate": 1e-3,
+    "prox": 1e-3,
+    "start_sparsity": 0.7,
+    "target_sparsity": 0.7,
+    "prune_frequency": 5,
+    "churn": 0.05,
+    "alpha": 0.5,
+    "beta": 0.25,
+    "gamma": 0.25,
+    "block": 1,
+    "budget": "global",
+    "prune_layers": None,
+    "ft_epochs": (3, 25),
+    "seed": 0,
+    "standardize": False,
+}
+
+
+def test_default_caafp_records_the_pre_refactoring_dict():
+    assert dataclasses.asdict(CAAFPConfig("uci_har")) == CAAFP_UCI_HAR
+    assert dataclasses.asdict(PipelineConfig("uci_har")) == CAAFP_UCI_HAR
+    assert CAAFPConfig("uci_har").recorded() == CAAFP_UCI_HAR
+
+
+def test_default_fedchar_records_the_pre_refactoring_dict():
+    expected = {
+        **CAAFP_UCI_HAR,
+        "dataset": "wisdm",
+        "method": "fedchar",
+        "phases": (10, 40, 0),
+        "start_sparsity": 0.0,
+        "target_sparsity": 0.0,
+        "alpha": 0.25,
+        "beta": 0.25,
+        "gamma": 0.5,
+    }
+    assert dataclasses.asdict(FedCHARConfig("wisdm")) == expected
+
+
+def test_method_defaults():
+    assert GlobalFTConfig("uci_har").clusters == 1
+    assert GlobalFTConfig("uci_har").method == "global_ft"
+    for cls, name in ((EfficientFLConfig, "efficientfl"), (FedSNIPConfig, "fedsnip")):
+        config = cls("uci_har")
+        assert config.method == name
+        assert (config.phases, config.clusters, config.prox) == ((0, 0, 50), 1, 0.0)
+        assert (config.start_sparsity, config.target_sparsity, config.churn) == (0.0, 0.7, 0.0)
+        assert config.prune_frequency == 1
+
+
+@pytest.mark.parametrize("dataset", ["uci_har", "wisdm"])
+def test_unset_score_weights_take_the_papers_for_the_dataset(dataset):
+    config = CAAFPConfig(dataset)
+    assert (config.alpha, config.beta, config.gamma) == PAPER_SCORE_WEIGHTS[dataset]
+    given = CAAFPConfig(dataset, alpha=0.2, beta=0.3, gamma=0.5)
+    assert (given.alpha, given.beta, given.gamma) == (0.2, 0.3, 0.5)
+
+
+def test_prune_layers_are_put_in_model_order_once():
+    config = CAAFPConfig("uci_har", prune_layers=["probs", "conv1", "probs"])
+    assert config.prune_layers == ("conv1", "probs")
+    assert CAAFPConfig("uci_har").prune_layers is None
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(alpha=0.5, beta=0.5, gamma=0.5), r"--alpha \+ --beta \+ --gamma must be 1, got 1.5"),
+        (dict(alpha=0.5), "give all of --alpha, --beta, --gamma or none"),
+        (dict(alpha=1.5, beta=0.0, gamma=-0.5), r"--alpha must be in \[0, 1\], got 1.5"),
+        (dict(phases=(0, 0, 0)), "--phases T0,T1,T2 must be 3 integers >= 0 and not all 0"),
+        (dict(phases=(1, -1, 2)), "--phases"),
+        (dict(start_sparsity=0.9), "start sparsity"),  # the schedule's check (T2 = 50)
+        (dict(prune_frequency=60), "frequency"),
+        (dict(churn=2.0), r"--churn must be in \[0, 1\]"),
+        (dict(learning_rate=0.0), r"--lr must be in \(0, inf\)"),
+        (dict(prox=float("nan")), "--prox must be a finite number"),
+        (dict(block=0), "--block must be an integer >= 1"),
+        (dict(budget="per-layer"), "--budget must be one of global, layerwise"),
+        (dict(ft_epochs=()), "--ft-epochs needs at least one value"),
+        (dict(ft_epochs=(3, -1)), "--ft-epochs must be an integer >= 0"),
+        (dict(prune_layers=("fc",)), r"unknown or missing layer name \(fc\)"),
+        (dict(seed=2**31), "--seed must be an integer in"),
+        (dict(dataset="mnist"), "--dataset must be one of uci_har, wisdm"),
+    ],
+)
+def test_bad_parameters_name_the_option(change, message):
+    with pytest.raises(ConfigError, match=message):
+        CAAFPConfig(**{"dataset": "uci_har", **change})
+
+
+def test_schedule_is_checked_only_with_masked_rounds():
+    # T2 = 0: the prune-and-heal parameters are unused, so a frequency above T2 is fine
+    assert FedCHARConfig("uci_har", prune_frequency=60).phases[2] == 0
+    schedule = CAAFPConfig("uci_har", phases=(0, 0, 10), prune_frequency=2).schedule()
+    assert (schedule.rounds, schedule.frequency, schedule.target_sparsity) == (10, 2, 0.7)
+
+
+def test_budgets_agree_with_the_mask_module():
+    from fedprune.sparsity.masks import BUDGETS as MASK_BUDGETS
+
+    assert BUDGETS == MASK_BUDGETS

@@ -1,0 +1,406 @@
+"""The import structure of ``fedprune`` and ``edge_export``: no module imports one above it.
+
+Read from the source with :mod:`ast`, so nothing here imports TensorFlow. An import counts
+wherever it is written: at module level, inside a function, absolute or relative, and
+``from package import name`` counts as an import of ``package.name`` when that is a module.
+
+Interpretations:
+
+* A cycle is a cycle between modules through any import (module or function level, including
+  ``if TYPE_CHECKING:`` blocks: they are a dependency even when they do not run).
+  ``from package import name`` where ``name`` is not a module is an import of the package's
+  ``__init__``, not of every submodule.
+* Rules (b) and (c) look at a module's own imports (direct), at any level.
+* Rule (d) asks what *importing* a module loads, so it follows module-level imports only
+  (not function bodies, not ``if TYPE_CHECKING:`` blocks), transitively through fedprune
+  modules, and counts the ``__init__`` of every package on the way (importing ``a.b.c`` runs
+  ``a/__init__.py`` and ``a/b/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("fedprune", "edge_export")
+HEAVY = ("tensorflow", "tensorflow_federated", "tensorflow_model_optimization")
+CONCRETE_BUILDERS = ("fedprune.models.cnn1d", "fedprune.models.autoencoder")
+LIGHT_CLI = "fedprune.cli"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's target, resolved to a module name where it is one of ours."""
+
+    target: str  # a module of the walked packages, or an external dotted name
+    line: int
+    module_level: bool  # runs when the importing module is imported
+
+
+def module_files(root: Path, packages: Iterable[str]) -> dict[str, Path]:
+    """Every module of ``packages`` under ``root``: dotted name -> file (``__init__`` = package)."""
+    modules = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.Module) -> Iterable[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """(import node, module level?) for every import in ``tree``."""
+
+    def visit(node: ast.AST, module_level: bool) -> Iterable[tuple[ast.AST, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                yield child, module_level
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                yield from visit(child, False)
+            elif isinstance(child, ast.If) and _is_type_checking(child.test):
+                for stmt in child.body:
+                    yield from visit(ast.Module(body=[stmt], type_ignores=[]), False)
+                for stmt in child.orelse:
+                    yield from visit(ast.Module(body=[stmt], type_ignores=[]), module_level)
+            else:
+                yield from visit(child, module_level)
+
+    yield from visit(tree, True)
+
+
+def _longest_known(name: str, modules: Mapping[str, Path]) -> str:
+    """``name`` cut to its longest prefix that is a known module, else ``name`` (external)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in modules:
+            return ".".join(parts[:end])
+    return name
+
+
+def imports_of(module: str, path: Path, modules: Mapping[str, Path]) -> list[Import]:
+    """Every import written in ``path`` (the file of ``module``), resolved against ``modules``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    found = []
+    for node, module_level in _import_nodes(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            if node.module == "__future__":
+                continue
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            targets = []
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                targets.append(submodule if submodule in modules else source)
+        for target in dict.fromkeys(targets):
+            found.append(Import(_longest_known(target, modules), node.lineno, module_level))
+    return found
+
+
+def import_graph(root: Path, packages: Iterable[str]) -> dict[str, list[Import]]:
+    """Module -> its imports, for every module of ``packages`` under ``root``."""
+    modules = module_files(root, packages)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def internal_edges(graph: Mapping[str, list[Import]]) -> dict[str, set[str]]:
+    """Module -> the walked modules it imports (self-imports dropped)."""
+    return {
+        module: {i.target for i in imports if i.target in graph and i.target != module}
+        for module, imports in graph.items()
+    }
+
+
+def import_cycles(graph: Mapping[str, list[Import]]) -> list[list[str]]:
+    """One cycle ``[a, b, ..., a]`` for each group of modules that import each other.
+
+    The groups are the strongly connected components of the import graph (Tarjan); within
+    each, a breadth-first search from its smallest module back to itself gives a shortest
+    cycle to report.
+    """
+    edges = internal_edges(graph)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def strongconnect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(edges[node]):
+            if successor not in index:
+                strongconnect(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            strongconnect(node)
+
+    cycles = []
+    for component in sorted(components):
+        start, members = component[0], set(component)
+        came_from: dict[str, str] = {}
+        frontier = [start]
+        while start not in came_from:
+            next_frontier = []
+            for node in frontier:
+                for successor in sorted(edges[node] & members):
+                    if successor not in came_from:
+                        came_from[successor] = node
+                        next_frontier.append(successor)
+            frontier = next_frontier
+        path = [start]
+        while (previous := came_from[path[-1]]) != start:
+            path.append(previous)
+        cycles.append([start, *reversed(path)])
+    return cycles
+
+
+def forbidden_imports(
+    graph: Mapping[str, list[Import]], importers: str, targets: Iterable[str]
+) -> list[str]:
+    """``module:line -> target`` for each direct import from a module in ``importers`` (a
+    package prefix) of a module in or under one of ``targets``."""
+    targets = tuple(targets)
+    return [
+        f"{module}:{i.line} -> {i.target}"
+        for module, imports in sorted(graph.items())
+        if _within(module, importers)
+        for i in imports
+        if any(_within(i.target, t) for t in targets)
+    ]
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def loads_at_import(graph: Mapping[str, list[Import]], module: str) -> dict[str, list[str]]:
+    """What importing ``module`` loads: each module reached -> one import chain to it.
+
+    Follows module-level imports only, through walked modules, and the ``__init__`` of every
+    package on the way. External modules are reached but not followed.
+    """
+    chains: dict[str, list[str]] = {}
+    todo = [(module, [module])]
+    while todo:
+        name, chain = todo.pop()
+        if name in chains:
+            continue
+        chains[name] = chain
+        if name not in graph:
+            continue
+        parts = name.split(".")
+        parents = [".".join(parts[:end]) for end in range(1, len(parts))]
+        for parent in parents:
+            if parent in graph:
+                todo.append((parent, [*chain, parent]))
+        for i in graph[name]:
+            if i.module_level:
+                todo.append((i.target, [*chain, i.target]))
+    return chains
+
+
+def heavy_imports(graph: Mapping[str, list[Import]], module: str) -> list[str]:
+    """The import chains by which importing ``module`` loads TensorFlow, TFF or tfmot."""
+    return [
+        " -> ".join(chain)
+        for name, chain in sorted(loads_at_import(graph, module).items())
+        if any(_within(name, heavy) for heavy in HEAVY)
+    ]
+
+
+# --- the walker, on planted packages ---------------------------------------------------------
+
+
+def write_package(root: Path, files: Mapping[str, str]) -> None:
+    for relative, source in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+
+
+def test_walker_resolves_every_kind_of_import(tmp_path):
+    write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": """
+                from __future__ import annotations
+                import os.path
+                import pkg.sub.c
+                from pkg import b
+                from . import d
+                from .sub import c as c_again
+                from pkg.b import helper
+
+                def late():
+                    from pkg.sub.c import thing
+            """,
+            "pkg/b.py": "def helper(): ...\n",
+            "pkg/d.py": "",
+            "pkg/sub/__init__.py": "from ..b import helper\n",
+            "pkg/sub/c.py": "from .. import d\nthing = 1\n",
+        },
+    )
+    graph = import_graph(tmp_path, ["pkg"])
+
+    assert sorted(graph) == ["pkg", "pkg.a", "pkg.b", "pkg.d", "pkg.sub", "pkg.sub.c"]
+    assert [(i.target, i.line, i.module_level) for i in graph["pkg.a"]] == [
+        ("os.path", 3, True),
+        ("pkg.sub.c", 4, True),
+        ("pkg.b", 5, True),
+        ("pkg.d", 6, True),
+        ("pkg.sub.c", 7, True),
+        ("pkg.b", 8, True),
+        ("pkg.sub.c", 11, False),
+    ]
+    assert [i.target for i in graph["pkg.sub"]] == ["pkg.b"]
+    assert [i.target for i in graph["pkg.sub.c"]] == ["pkg.d"]
+    assert import_cycles(graph) == []
+
+
+def test_walker_reports_a_planted_cycle_through_a_function_level_import(tmp_path):
+    write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg import b\n",
+            "pkg/b.py": "import pkg.c\n",
+            "pkg/c.py": "def f():\n    from pkg.a import x\n",
+            "pkg/d.py": "import pkg.a\n",
+            "pkg/e.py": "from pkg import f\n",
+            "pkg/f.py": "from . import e\n",
+        },
+    )
+
+    assert import_cycles(import_graph(tmp_path, ["pkg"])) == [
+        ["pkg.a", "pkg.b", "pkg.c", "pkg.a"],
+        ["pkg.e", "pkg.f", "pkg.e"],
+    ]
+
+
+def test_walker_finds_forbidden_direct_imports(tmp_path):
+    write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/low/ok.py": "from pkg.high import api\n",
+            "pkg/low/bad.py": "\n\ndef f():\n    from pkg.high.impl import g\n",
+            "pkg/high/__init__.py": "",
+            "pkg/high/api.py": "",
+            "pkg/high/impl.py": "",
+        },
+    )
+    graph = import_graph(tmp_path, ["pkg"])
+
+    assert forbidden_imports(graph, "pkg.low", ["pkg.high.impl"]) == [
+        "pkg.low.bad:4 -> pkg.high.impl"
+    ]
+    assert forbidden_imports(graph, "pkg.low", ["pkg.high"]) == [
+        "pkg.low.bad:4 -> pkg.high.impl",
+        "pkg.low.ok:1 -> pkg.high.api",
+    ]
+
+
+def test_walker_follows_module_level_imports_and_package_inits_only(tmp_path):
+    write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/light.py": "import json\n\ndef f():\n    import tensorflow\n",
+            "pkg/typed.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    import tensorflow_federated\n"
+            ),
+            "pkg/heavy/__init__.py": "import tensorflow_model_optimization as tfmot\n",
+            "pkg/heavy/leaf.py": "",
+            "pkg/via_parent.py": "from pkg.heavy import leaf\n",
+            "pkg/via_chain.py": "import pkg.light\nfrom pkg import middle\n",
+            "pkg/middle.py": "from tensorflow import keras\n",
+        },
+    )
+    graph = import_graph(tmp_path, ["pkg"])
+
+    assert heavy_imports(graph, "pkg.light") == []
+    assert heavy_imports(graph, "pkg.typed") == []
+    assert heavy_imports(graph, "pkg.via_parent") == [
+        "pkg.via_parent -> pkg.heavy.leaf -> pkg.heavy -> tensorflow_model_optimization"
+    ]
+    assert heavy_imports(graph, "pkg.via_chain") == ["pkg.via_chain -> pkg.middle -> tensorflow"]
+
+
+# --- the rules, on the repository ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, list[Import]]:
+    return import_graph(REPO, PACKAGES)
+
+
+def test_the_walk_sees_the_packages(graph):
+    # guards the rules below against passing on an empty or misread tree
+    assert {"fedprune", "fedprune.engine.process", "edge_export.formats"} <= set(graph)
+    assert "tensorflow" in {i.target for i in graph["fedprune.engine.process"]}
+
+
+def test_no_import_cycle(graph):
+    cycles = [" -> ".join(cycle) for cycle in import_cycles(graph)]
+    assert cycles == [], "import cycles:\n" + "\n".join(cycles)
+
+
+def test_edge_export_imports_no_algorithm(graph):
+    found = forbidden_imports(graph, "edge_export", ["fedprune.algorithms"])
+    assert found == [], "edge_export must read run directories, not algorithms:\n" + "\n".join(
+        found
+    )
+
+
+def test_engine_imports_no_concrete_model_builder(graph):
+    found = forbidden_imports(graph, "fedprune.engine", CONCRETE_BUILDERS)
+    assert found == [], "the engine takes model specs, not builders:\n" + "\n".join(found)
+
+
+def test_configs_method_registry_and_cli_load_no_tensorflow(graph):
+    # `fedprune --help` must not load TensorFlow: the CLI, the method registry and the
+    # configuration classes it builds its options from
+    light = sorted(
+        m for m in graph if _within(m, "fedprune.configs") or m in ("fedprune.methods", LIGHT_CLI)
+    )
+    assert LIGHT_CLI in light
+    found = [chain for module in light for chain in heavy_imports(graph, module)]
+    assert found == [], "importing these must not load TensorFlow:\n" + "\n".join(found)
