@@ -235,8 +235,9 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def _brief(summary: dict) -> dict:
-    """The summary without per-client lists (those stay in summary.json)."""
-    brief = {k: v for k, v in summary.items() if k != "client_acc"}
+    """The summary without per-client lists and the deploy manifest (both stay in
+    summary.json)."""
+    brief = {k: v for k, v in summary.items() if k not in ("client_acc", "deploy")}
     if "finetune" in brief:
         brief["finetune"] = {
             e: {k: v for k, v in r.items() if k != "client_acc"}
