@@ -25,7 +25,8 @@ TIMING = {"wall_s", "seconds", "round_s"}
 # in the paper's MiB beside our MB, and the payload by kind that ClusterFL did not report
 ADDED = {"deploy", "comm_mib_eq13", "comm_mib_eq13_by_kind", "comm_mb_payload_by_kind"}
 
-COMMON = ["--clients-per-round", "4", "--local-epochs", "1", "--no-progress"]
+# the split the pins were made with (the default until issue 16 made time-ordered the default)
+COMMON = ["--clients-per-round", "4", "--local-epochs", "1", "--no-progress", "--split", "random"]
 PIPELINE = ["--clusters", "2", "--ft-epochs", "1,2", "--start-sparsity", "0.5"]
 PIPELINE += ["--target-sparsity", "0.7", "--prune-frequency", "2"]
 RUNS = {

@@ -42,13 +42,14 @@ from fedprune.algorithms.personal import finetune_personal
 from fedprune.checks import check_at_most
 from fedprune.communication import CommAccounts
 from fedprune.configs.clusterfl import ClusterFLConfig
+from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
 from fedprune.data.registry import load_federated
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.process import build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_rounds_concurrently, sample_clients
 from fedprune.models.spec import ModelSpec
-from fedprune.runs import RunDir, artefacts
+from fedprune.runs import RunDir, artefacts, as_recorded, recorded_config
 from fedprune.sparsity.layers import kernel_flags, select
 
 
@@ -123,10 +124,13 @@ def run_clusterfl(
     progress: bool = True,
 ) -> dict:
     """Train (or resume, or return the finished) ClusterFL run in ``out``."""
-    run = RunDir(out, dataclasses.asdict(config))
+    config = with_protocol(config, recorded_config(out))
+    run = RunDir(out, as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT))
     if run.finished:
         return run.read_summary()
-    data = load_federated(config.dataset, config.seed, data_dir, config.standardize)
+    data = load_federated(
+        config.dataset, config.seed, data_dir, config.standardize, split=config.split
+    )
     check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     init = [np.asarray(w) for w in spec.initial_weights().trainable]

@@ -16,6 +16,7 @@ import tensorflow_federated as tff
 
 from fedprune.communication import eq13_bytes
 from fedprune.configs.fedavg import FedAvgConfig
+from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
 from fedprune.data.registry import dataset_info, har_recipe, load_federated
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.loop import Step, run_rounds
@@ -23,7 +24,7 @@ from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
 from fedprune.metrics import fairness
 from fedprune.models.spec import ModelSpec
-from fedprune.runs import RunDir
+from fedprune.runs import RunDir, as_recorded, recorded_config
 from fedprune.runs.deploy import har_manifest
 
 
@@ -51,10 +52,13 @@ def run_fedavg(
     progress: bool = True,
 ) -> dict:
     """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary."""
-    run = RunDir(out, dataclasses.asdict(config))
+    config = with_protocol(config, recorded_config(out))
+    run = RunDir(out, as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT))
     if run.finished:
         return run.read_summary()
-    data = load_federated(config.dataset, config.seed, data_dir, config.standardize)
+    data = load_federated(
+        config.dataset, config.seed, data_dir, config.standardize, split=config.split
+    )
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
     params = int(sum(w.size for w in spec.initial_weights().trainable))
@@ -120,7 +124,10 @@ def run_fedavg(
         "comm_mib_eq13": result.state.comm_bytes / 1024**2,  # the paper's unit
         "wall_s": result.clock.seconds(),
         "deploy": har_manifest(
-            "global", har_recipe(config.dataset, config.seed, config.standardize), shape, labels
+            "global",
+            har_recipe(config.dataset, config.seed, config.standardize, config.split),
+            shape,
+            labels,
         ).to_json(),
     }
     run.write_summary(summary)

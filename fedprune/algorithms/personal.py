@@ -26,6 +26,7 @@ class FineTuneSettings(Protocol):
     batch_size: int
     learning_rate: float
     standardize: bool
+    split: str
 
 
 def finetune_personal(
@@ -56,7 +57,7 @@ def finetune_personal(
     shape, labels = dataset_info(settings.dataset)
     manifest = har_manifest(
         "personal",
-        har_recipe(settings.dataset, settings.seed, settings.standardize),
+        har_recipe(settings.dataset, settings.seed, settings.standardize, settings.split),
         shape,
         labels,
         settings.ft_epochs,

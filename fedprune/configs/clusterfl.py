@@ -27,7 +27,8 @@ class ClusterFLConfig(Config):
     learning_rate: float = har.learning_rate()
     ft_epochs: tuple[int, ...] = har.ft_epochs("fine-tuning epochs reported")
     seed: int = har.seed()
-    standardize: bool = har.standardize()
+    standardize: bool | None = har.standardize()
+    split: str | None = har.split()
     method: str = har.method("clusterfl")
 
     def check(self) -> None:

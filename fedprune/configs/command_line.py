@@ -79,8 +79,10 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type[Confi
         option = "--" + flag_of(field).replace("_", "-")
         kind = _value_type(hints[field.name])
         kwargs: dict = dict(dest=field.name, default=None, help=_help(field))
-        if kind is bool:
-            kwargs["action"] = "store_true"
+        if kind is bool:  # unset (None) means "decided later": then --x / --no-x
+            kwargs["action"] = (
+                argparse.BooleanOptionalAction if field.default is None else "store_true"
+            )
         else:
             parse = meta.get("parse") or kind
             if not callable(parse) or typing.get_origin(parse) is not None:

@@ -19,5 +19,6 @@ class FedAvgConfig(Config):
     batch_size: int = har.batch_size()
     learning_rate: float = har.learning_rate()
     seed: int = har.seed()
-    standardize: bool = har.standardize()
+    standardize: bool | None = har.standardize()
+    split: str | None = har.split()
     method: str = har.method("fedavg")

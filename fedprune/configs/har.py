@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedprune.checks import POSITIVE, SEED, count, each, one_of
+from fedprune.checks import POSITIVE, SEED, count, each, one_of, optional
 from fedprune.configs.fields import int_tuple, param
+from fedprune.configs.protocol import SPLITS
 
 # the HAR datasets of fedprune.data.registry.DATASETS (not imported: it loads scipy;
 # tests/configs/test_har.py checks the two agree)
@@ -52,8 +53,19 @@ def seed() -> Any:  # noqa: ANN401
 
 def standardize() -> Any:  # noqa: ANN401
     return param(
-        False,
+        None,
         help="z-score each channel per client, fitted on the client's training windows",
+        default_text="the protocol's: WISDM yes, UCI-HAR no; a resumed run keeps its own",
+    )
+
+
+def split() -> Any:  # noqa: ANN401
+    return param(
+        None,
+        help="per-client train/test split: time-ordered (the first 80 % of each class's "
+        "windows train) or random (leaks overlapping windows; older runs)",
+        rule=optional(one_of(SPLITS)),
+        default_text="time-ordered; a resumed run keeps its own",
     )
 
 

@@ -132,7 +132,8 @@ class PipelineConfig(Config):
     )
     ft_epochs: tuple[int, ...] = har.ft_epochs()
     seed: int = har.seed()
-    standardize: bool = har.standardize()
+    standardize: bool | None = har.standardize()
+    split: str | None = har.split()
 
     def check(self) -> None:
         weights = (self.alpha, self.beta, self.gamma)

@@ -78,10 +78,12 @@ def load_federated(
     standardize: bool = False,
     test_fraction: float = 0.2,
     verbose: bool = True,
+    split: str = "time-ordered",
 ) -> FederatedData:
-    """Dataset ``name`` as one client per subject with a seeded 80/20 split."""
+    """Dataset ``name`` as one client per subject with an 80/20 split per client and class
+    (``split``: :data:`fedprune.data.partition.SPLITS`)."""
     data = load_windows(name, data_dir, verbose=verbose)
-    return partition_by_subject(data, seed, test_fraction, standardize)
+    return partition_by_subject(data, seed, test_fraction, standardize, split)
 
 
 def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
@@ -98,9 +100,15 @@ def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
     return info[name]
 
 
-def har_recipe(dataset: str, seed: int, standardize: bool) -> dict:
+def har_recipe(dataset: str, seed: int, standardize: bool, split: str) -> dict:
     """The recorded recipe (run directories' ``deploy.data``) of :func:`load_federated`."""
-    return {"loader": "har", "dataset": dataset, "seed": seed, "standardize": standardize}
+    return {
+        "loader": "har",
+        "dataset": dataset,
+        "seed": seed,
+        "standardize": standardize,
+        "split": split,
+    }
 
 
 def load_recorded(
@@ -112,7 +120,11 @@ def load_recorded(
     kind = recipe.get("loader")
     if kind == "har":
         return load_federated(
-            recipe["dataset"], recipe["seed"], data_dir, recipe.get("standardize", False)
+            recipe["dataset"],
+            recipe["seed"],
+            data_dir,
+            recipe.get("standardize", False),
+            split=recipe.get("split", "random"),  # recipes before --split: the random split
         )
     if kind == "image-clients":
         images = load_images(recipe["dataset"], recipe.get("split", "train"), data_dir)

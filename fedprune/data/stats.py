@@ -17,6 +17,7 @@ import dataclasses
 
 import numpy as np
 
+from fedprune.data.partition import SPLITS, partition_by_subject
 from fedprune.data.windows import WindowedDataset
 
 
@@ -83,3 +84,39 @@ def heterogeneity(data: WindowedDataset) -> Heterogeneity:
         missing_rate=missing / len(subjects),
         feature_cv=coefficient_of_variation(magnitude),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitCounts:
+    """What a per-client split keeps: clients, and training and test windows."""
+
+    split: str
+    clients: int
+    clients_left_out: int
+    train_windows: int
+    test_windows: int
+
+    def row(self) -> tuple[str, str]:
+        left = f", {self.clients_left_out} left out" if self.clients_left_out else ""
+        return (
+            f"Split {self.split}",
+            f"{self.clients} clients{left}; {self.train_windows} train / "
+            f"{self.test_windows} test windows",
+        )
+
+
+def split_counts(data: WindowedDataset, seed: int = 0) -> list[SplitCounts]:
+    """:class:`SplitCounts` of every split of :mod:`fedprune.data.partition` (seed ``seed``)."""
+    out = []
+    for split in SPLITS:
+        fed = partition_by_subject(data, seed, split=split)
+        out.append(
+            SplitCounts(
+                split,
+                fed.num_clients,
+                len(data.subjects) - fed.num_clients,
+                sum(len(c.y_train) for c in fed.clients),
+                sum(len(c.y_test) for c in fed.clients),
+            )
+        )
+    return out

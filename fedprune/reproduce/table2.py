@@ -1,8 +1,10 @@
 """``fedprune reproduce table2``: Table 2 of the CA-AFP paper on the real data.
 
-Every (method, dataset, seed) is an ordinary run directory under ``<out>/runs/``, trained by a
-``fedprune train`` subprocess; a finished run is never recomputed and an interrupted one
-resumes from its last round, so the whole reproduction resumes after an interruption. The
+Every (method, dataset, seed) is an ordinary run directory under ``<out>/runs/`` (time-ordered
+split, the default) or ``<out>/runs-random/`` (``--split random``: the leaking split fedprune
+used before issue 16, kept to measure the leak), trained by a ``fedprune train`` subprocess;
+a finished run is never recomputed and an interrupted one resumes from its last round, so the
+whole reproduction resumes after an interruption. The
 table aggregates the runs over seeds, one line per (method, dataset, fine-tuning epochs), next
 to the paper's values (``experiments/table2_paper.csv``), and a plot shows accuracy against
 communication.
@@ -53,6 +55,7 @@ COLUMNS = (
     "avg_acc_mean",
     "avg_acc_std",
     "fairness_mean",
+    "comm_mib_eq13_paper",
     "comm_mb_eq13",
     "comm_mb_payload",
     "sparsity",
@@ -62,22 +65,36 @@ COLUMNS = (
 )
 
 
-def run_dir(out: Path, row: Row, dataset: str, seed: int) -> Path:
-    return out / "runs" / f"{row.name}-{dataset}-s{seed}"
+SPLIT_DIRS = {"time-ordered": "runs", "random": "runs-random"}
+SPLIT_SUFFIX = {"time-ordered": "", "random": "_random"}  # of table2{suffix}.md/.csv/.png
 
 
-def train_command(row: Row, dataset: str, seed: int, out: Path, data_dir: str | None) -> list[str]:
+def run_dir(out: Path, row: Row, dataset: str, seed: int, split: str = "time-ordered") -> Path:
+    return out / SPLIT_DIRS[split] / f"{row.name}-{dataset}-s{seed}"
+
+
+def train_command(
+    row: Row,
+    dataset: str,
+    seed: int,
+    out: Path,
+    data_dir: str | None,
+    split: str = "time-ordered",
+) -> list[str]:
     args = [
         "--dataset",
         dataset,
         "--seed",
         str(seed),
+        "--split",
+        split,
         "--ft-epochs",
         ",".join(map(str, FT_EPOCHS)),
         *row.args,
         *(["--data-dir", data_dir] if data_dir else []),
     ]
-    return list(runner.train_command(row.method, run_dir(out, row, dataset, seed), *args))
+    target = run_dir(out, row, dataset, seed, split)
+    return list(runner.train_command(row.method, target, *args))
 
 
 def run_all(
@@ -87,13 +104,14 @@ def run_all(
     rows: tuple[Row, ...] = ROWS,
     datasets: tuple[str, ...] = DATASETS,
     jobs: int = 1,
+    split: str = "time-ordered",
 ) -> float:
     """Train every missing run (see :mod:`fedprune.reproduce.runner`); returns the wall time."""
     todo = [
         runner.Job(
-            f"{r.name} {d} seed {s}",
-            tuple(train_command(r, d, s, out, data_dir)),
-            run_dir(out, r, d, s),
+            f"{r.name} {d} seed {s}" + ("" if split == "time-ordered" else f" ({split} split)"),
+            tuple(train_command(r, d, s, out, data_dir, split)),
+            run_dir(out, r, d, s, split),
         )
         for s in seeds
         for d in datasets
@@ -108,7 +126,11 @@ def paper_values(path: Path = PAPER_VALUES) -> dict[tuple[str, str, int], dict]:
 
 
 def aggregate(
-    out: Path, seeds: list[int], rows: tuple[Row, ...] = ROWS, datasets: tuple[str, ...] = DATASETS
+    out: Path,
+    seeds: list[int],
+    rows: tuple[Row, ...] = ROWS,
+    datasets: tuple[str, ...] = DATASETS,
+    split: str = "time-ordered",
 ) -> list[dict]:
     """One dict per (method, dataset, ft_epochs), over the seeds whose runs finished."""
     paper = paper_values()
@@ -118,7 +140,7 @@ def aggregate(
             row = next((r for r in rows if r.name == name), None)
             summaries = []
             if row is not None:
-                found = (finished_summary(run_dir(out, row, dataset, s)) for s in seeds)
+                found = (finished_summary(run_dir(out, row, dataset, s, split)) for s in seeds)
                 summaries = [summary for summary in found if summary is not None]
             for e in FT_EPOCHS:
                 p = paper.get((name, dataset, e), {})
@@ -131,6 +153,7 @@ def aggregate(
                     "avg_acc_mean": float(np.mean(accs)) if accs else None,
                     "avg_acc_std": float(np.std(accs)) if accs else None,
                     "fairness_mean": _mean([s["finetune"][str(e)]["fairness"] for s in summaries]),
+                    "comm_mib_eq13_paper": _mean([paper_eq13_mib(s) for s in summaries]),
                     "comm_mb_eq13": _mean([s["comm_mb_eq13"] for s in summaries]),
                     "comm_mb_payload": _mean([s["comm_mb_payload"] for s in summaries]),
                     "sparsity": _mean([s["sparsity"] for s in summaries]),
@@ -140,6 +163,16 @@ def aggregate(
                 }
                 table.append(entry)
     return table
+
+
+def paper_eq13_mib(summary: dict) -> float:
+    """Eq. 13 as the paper counts it: the model transfers of the R training rounds (download
+    and upload, 4 bytes per non-zero parameter), in MiB (bytes / 1024²); our ``comm_mb_eq13``
+    also counts the clustering step and CA-AFP's score statistics, in 10^6 bytes."""
+    if "comm_mib_eq13_by_kind" in summary:
+        return summary["comm_mib_eq13_by_kind"]["models"]
+    by_kind = summary.get("comm_mb_eq13_by_kind", {"models": summary["comm_mb_eq13"]})
+    return by_kind["models"] * 1e6 / 1024**2  # runs written before the MiB figures
 
 
 def _mean(values: list[float]) -> float | None:
@@ -173,9 +206,18 @@ def write_markdown(
     files: list[tuple[str, str]],
     wall_s: float,
     runs_wall_s: float,
+    split: str = "time-ordered",
 ) -> None:
     lines = [
         "# Table 2 of the CA-AFP paper, reproduced",
+        "",
+        f"Split: **{split}**"
+        + (
+            " (the first 80 % of each client's windows per class train, the last 20 % test)"
+            if split == "time-ordered"
+            else " (random per-class split: overlapping windows leak into the test set)"
+        )
+        + ".",
         "",
         f"Seeds: {', '.join(map(str, seeds))}"
         + (" (**--quick: one seed only**)" if quick else "")
@@ -183,8 +225,9 @@ def write_markdown(
         f"({wall_s / 60:.1f} min in this invocation, which skips finished runs).",
         "",
         "| method | dataset | FT | seeds | avg acc (ours) | paper | fairness (ours) | paper "
-        "| comm MB Eq. 13 (ours) | payload MB | paper | sparsity |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| comm Eq. 13 as the paper (MiB) | paper (MB) | all transfers, MB | payload MB "
+        "| sparsity |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         acc = _pct(r["avg_acc_mean"])
@@ -193,18 +236,21 @@ def write_markdown(
         lines.append(
             f"| {r['method']} | {r['dataset']} | {r['ft_epochs']} | {r['seeds']} | {acc} "
             f"| {_pct(r['paper_avg_acc'])} | {_pct(r['fairness_mean'])} "
-            f"| {_pct(r['paper_fairness'])} | {_mb(r['comm_mb_eq13'])} "
-            f"| {_mb(r['comm_mb_payload'])} | {_mb(r['paper_comm_mb'])} "
-            f"| {_pct(r['sparsity'])} |"
+            f"| {_pct(r['paper_fairness'])} | {_mb(r['comm_mib_eq13_paper'])} "
+            f"| {_mb(r['paper_comm_mb'])} | {_mb(r['comm_mb_eq13'])} "
+            f"| {_mb(r['comm_mb_payload'])} | {_pct(r['sparsity'])} |"
         )
     if MISSING:
         lines += ["", "Missing rows:"] + [f"* {k}: {v}" for k, v in MISSING.items()]
     lines += ["", "Data files used:"] + [f"* `{p}` sha256 `{h}`" for p, h in files]
     lines += [
         "",
-        "Communication (Eq. 13) counts every transfer: model downloads and uploads, the "
-        "clustering step (download and upload, every client) and CA-AFP's score statistics; "
-        "see the README for the breakdown against the paper's accounting.",
+        'Communication: "Eq. 13 as the paper" counts what Eq. 13 sums, the model downloads '
+        "and uploads of the training rounds at 4 bytes per non-zero parameter, in the paper's "
+        'unit (bytes / 1024², the paper\'s "MB"). "All transfers" adds the clustering '
+        "step (download and upload, every client) and CA-AFP's score statistics, in 10^6 "
+        "bytes; the payload is the encoded size (bitmask + values). docs/caafp.md compares "
+        "them with the paper per kind.",
     ]
     path.write_text("\n".join(lines) + "\n")
 
@@ -225,7 +271,8 @@ def plot(table: list[dict], path: Path) -> None:
                 continue
             c = colors[r["method"]]
             if r["avg_acc_mean"] is not None:
-                ax.scatter(r["comm_mb_eq13"], 100 * r["avg_acc_mean"], color=c, label=r["method"])
+                x = r["comm_mib_eq13_paper"]
+                ax.scatter(x, 100 * r["avg_acc_mean"], color=c, label=r["method"])
             if r["paper_avg_acc"] is not None:
                 ax.scatter(
                     r["paper_comm_mb"],
@@ -235,7 +282,7 @@ def plot(table: list[dict], path: Path) -> None:
                     label=f"{r['method']} (paper)",
                 )
         ax.set_title(f"{dataset}, fine-tuning {max(FT_EPOCHS)} epochs")
-        ax.set_xlabel("communication, MB (Eq. 13)")
+        ax.set_xlabel("communication, Eq. 13 (MiB, the paper's MB)")
         ax.set_ylabel("average client accuracy, %")
         ax.grid(alpha=0.3)
     axes[-1].legend(fontsize=7, loc="lower right")
@@ -258,8 +305,10 @@ def reproduce(
     seeds: int = 5,
     data_dir: str | None = None,
     jobs: int = 1,
+    split: str = "time-ordered",
 ) -> Path:
-    """Train what is missing, then write table2.csv, table2.md and table2.png under ``out``."""
+    """Train what is missing, then write table2.csv, table2.md and table2.png under ``out``
+    (``table2_random.*`` for ``split="random"``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seed_list = [0] if quick else list(range(seeds))
@@ -267,15 +316,16 @@ def reproduce(
         print("QUICK reproduction: one seed (0) per row; the paper averages five.", file=sys.stderr)
     files = data_files(data_dir)  # fails early, with one line, if the data is missing
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    wall = run_all(out, seed_list, data_dir, jobs=jobs)
-    table = aggregate(out, seed_list)
-    write_csv(table, out / "table2.csv")
+    wall = run_all(out, seed_list, data_dir, jobs=jobs, split=split)
+    table = aggregate(out, seed_list, split=split)
+    name = "table2" + SPLIT_SUFFIX[split]
+    write_csv(table, out / f"{name}.csv")
     total = sum(
-        open_finished(run_dir(out, r, d, s)).summary["wall_s"]
+        open_finished(run_dir(out, r, d, s, split)).summary["wall_s"]
         for r in ROWS
         for d in DATASETS
         for s in seed_list
     )
-    write_markdown(table, out / "table2.md", seed_list, quick, files, wall, total)
-    plot(table, out / "table2.png")
-    return out / "table2.md"
+    write_markdown(table, out / f"{name}.md", seed_list, quick, files, wall, total, split)
+    plot(table, out / f"{name}.png")
+    return out / f"{name}.md"

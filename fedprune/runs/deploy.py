@@ -161,6 +161,7 @@ def legacy_manifest(path: Path, config: Mapping) -> DeployManifest:
         "dataset": config["dataset"],
         "seed": config["seed"],
         "standardize": config.get("standardize", False),
+        "split": config.get("split", "random"),  # runs before --split: the random split
     }
     if method == "fedavg":
         return har_manifest("global", data, shape, labels)

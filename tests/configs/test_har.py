@@ -7,11 +7,20 @@ import pytest
 from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.configs.fedavg import FedAvgConfig
 from fedprune.configs.har import HAR_DATASETS
+from fedprune.configs.protocol import with_protocol
 from fedprune.errors import ConfigError
 
 
+def resumed_old(config) -> dict:
+    """What ``config`` records when it resumes a run directory made before ``--split``
+    (``standardize`` recorded as false, no ``split``): the pre-issue-16 dict."""
+    settled = with_protocol(config, {"standardize": False})
+    assert settled.split == "random"
+    return {k: v for k, v in dataclasses.asdict(settled).items() if k != "split"}
+
+
 def test_default_dicts_are_the_pre_refactoring_ones():
-    assert dataclasses.asdict(FedAvgConfig("wisdm")) == {
+    assert resumed_old(FedAvgConfig("wisdm")) == {
         "dataset": "wisdm",
         "rounds": 50,
         "clients_per_round": 10,
@@ -22,7 +31,7 @@ def test_default_dicts_are_the_pre_refactoring_ones():
         "standardize": False,
         "method": "fedavg",
     }
-    assert dataclasses.asdict(ClusterFLConfig("uci_har")) == {
+    assert resumed_old(ClusterFLConfig("uci_har")) == {
         "dataset": "uci_har",
         "rounds": 50,
         "clusters": 3,
@@ -68,3 +77,15 @@ def test_har_datasets_agree_with_the_data_registry():
     from fedprune.data.registry import DATASETS
 
     assert HAR_DATASETS == DATASETS
+
+
+def test_new_runs_get_the_time_ordered_split_and_the_protocols_standardization():
+    assert with_protocol(FedAvgConfig("wisdm"), None).split == "time-ordered"
+    assert with_protocol(FedAvgConfig("wisdm"), None).standardize is True
+    assert with_protocol(FedAvgConfig("uci_har"), None).standardize is False
+    recorded = {"split": "random", "standardize": True}  # a resumed run keeps its own
+    assert (with_protocol(FedAvgConfig("uci_har"), recorded).split, True) == ("random", True)
+    explicit = FedAvgConfig("wisdm", split="random", standardize=False)
+    assert with_protocol(explicit, None) == explicit  # given values always win
+    with pytest.raises(ConfigError, match="--split"):
+        FedAvgConfig("wisdm", split="shuffled")

@@ -1,7 +1,12 @@
 import numpy as np
 import pytest
 
-from fedprune.data.partition import partition_by_subject, standardize, stratified_split
+from fedprune.data.partition import (
+    partition_by_subject,
+    standardize,
+    stratified_split,
+    time_ordered_split,
+)
 from fedprune.data.windows import WindowedDataset
 from fedprune.errors import ConfigError
 
@@ -73,3 +78,60 @@ def test_standardization_uses_training_windows_only():
 def test_unknown_client_id():
     with pytest.raises(ConfigError, match="client ids are 5, 9"):
         partition_by_subject(_dataset(), seed=1).client(3)
+
+
+# --- the time-ordered split (the CA-AFP authors' protocol) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "n, expected_test",
+    [(1, 0), (2, 1), (4, 1), (5, 1), (6, 2), (10, 2), (11, 3), (15, 3), (16, 4), (123, 25)],
+)
+def test_time_ordered_counts_are_the_last_fifth_rounded_up(n, expected_test):
+    # n_train = floor(0.8 n) exactly (0.8 * 15 is 12.000000000000002 in floats: still 12)
+    train, test = time_ordered_split(np.zeros(n, dtype=int), 0.2)
+    assert len(test) == expected_test
+    assert train.tolist() == list(range(n - expected_test))  # the first windows train
+    assert test.tolist() == list(range(n - expected_test, n))  # the last ones test
+
+
+def test_time_ordered_split_keeps_time_order_within_each_class():
+    y = np.array([0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2])  # interleaved classes, one single window
+    train, test = time_ordered_split(y, 0.2)
+    assert test.tolist() == [8, 9]  # the last window of class 0 and of class 1
+    assert 10 in train.tolist()  # a class with one window goes to training
+
+
+def test_time_ordered_partition_ignores_the_seed_and_random_depends_on_it():
+    a = partition_by_subject(_dataset(), seed=1, split="time-ordered")
+    b = partition_by_subject(_dataset(), seed=2, split="time-ordered")
+    assert all(np.array_equal(u.x_test, v.x_test) for u, v in zip(a.clients, b.clients))
+    c = partition_by_subject(_dataset(), seed=1, split="random")
+    d = partition_by_subject(_dataset(), seed=2, split="random")
+    assert not all(np.array_equal(u.x_test, v.x_test) for u, v in zip(c.clients, d.clients))
+
+
+def test_wisdm_small_clients_are_left_out_in_the_time_ordered_protocol_only():
+    rng = np.random.default_rng(0)
+    counts = {3: 9, 4: 10, 7: 30}  # windows per user
+    subject = np.concatenate([np.full(n, s) for s, n in counts.items()])
+    data = WindowedDataset(
+        name="wisdm",
+        x=rng.normal(size=(len(subject), 4, 3)).astype(np.float32),
+        y=np.arange(len(subject)) % 2,
+        subject=subject,
+        class_names=("a", "b"),
+        channel_names=("x", "y", "z"),
+    )
+    kept = partition_by_subject(data, 0, split="time-ordered")
+    assert [c.client_id for c in kept.clients] == [4, 7]  # user 3 has 9 < 10 windows
+    assert [c.client_id for c in partition_by_subject(data, 0, split="random").clients] == [
+        3,
+        4,
+        7,
+    ]
+
+
+def test_unknown_split_is_one_clear_error():
+    with pytest.raises(ConfigError, match="unknown split 'shuffled'"):
+        partition_by_subject(_dataset(), seed=0, split="shuffled")

@@ -34,3 +34,27 @@ def test_real_table1(real_data):
     assert uci.clients_missing_classes == 0
     w = heterogeneity(load_windows("wisdm", real_data))
     assert (w.clients_missing_classes, w.num_clients) == (17, 36)  # paper: 17 / 36
+
+
+def test_split_counts_report_what_each_split_keeps():
+    from fedprune.data.stats import split_counts
+
+    rng = np.random.default_rng(0)
+    subject = np.repeat([1, 2, 3], [9, 10, 20])  # WISDM's protocol drops user 1 (< 10)
+    data = WindowedDataset(
+        name="wisdm",
+        x=rng.normal(size=(39, 4, 3)).astype(np.float32),
+        y=np.zeros(39, dtype=np.int64),
+        subject=subject,
+        class_names=("a",),
+        channel_names=("acc_x", "acc_y", "acc_z"),
+    )
+    by_split = {s.split: s for s in split_counts(data)}
+    # time-ordered: users 2 and 3, 8 + 16 train, 2 + 4 test windows
+    ordered = by_split["time-ordered"]
+    assert (ordered.clients, ordered.clients_left_out) == (2, 1)
+    assert (ordered.train_windows, ordered.test_windows) == (24, 6)
+    # random: all users; round(0.2 n) test windows per class: 2 + 2 + 4
+    random = by_split["random"]
+    assert (random.clients, random.train_windows, random.test_windows) == (3, 31, 8)
+    assert random.row() == ("Split random", "3 clients; 31 train / 8 test windows")

@@ -91,3 +91,22 @@ def test_progress_lines_name_round_and_phase(tmp_path, capsys):
     (run / "metrics.csv").write_text("round,phase,cluster\n1,fedavg,-1\n7,prune,2\n")
     T.runner.report_progress([run, tmp_path / "not-started"])
     assert "caafp_0_0_50-wisdm-s0: round 7, phase prune" in capsys.readouterr().err
+
+
+def test_paper_eq13_counts_model_transfers_in_mib():
+    # what Eq. 13 sums: the rounds' model transfers, bytes / 1024²
+    assert T.paper_eq13_mib({"comm_mib_eq13_by_kind": {"models": 3.5, "clustering": 1.0}}) == 3.5
+    # a summary written before the MiB figures: MB (10^6 bytes) of the models, converted
+    older = {"comm_mb_eq13": 9.0, "comm_mb_eq13_by_kind": {"models": 1.048576, "statistics": 8}}
+    assert T.paper_eq13_mib(older) == pytest.approx(1.0)
+    assert T.paper_eq13_mib({"comm_mb_eq13": 2.097152}) == pytest.approx(2.0)  # FedAvg-like
+
+
+def test_each_split_trains_into_its_own_run_directories(tmp_path):
+    row = T.ROWS[0]
+    ordered = T.train_command(row, "wisdm", 1, tmp_path, None)
+    leaking = T.train_command(row, "wisdm", 1, tmp_path, None, split="random")
+    assert ordered[ordered.index("--split") + 1] == "time-ordered"
+    assert leaking[leaking.index("--split") + 1] == "random"
+    assert ordered[-1] == str(tmp_path / "runs" / "fedchar-wisdm-s1")
+    assert leaking[-1] == str(tmp_path / "runs-random" / "fedchar-wisdm-s1")

@@ -66,7 +66,13 @@ def test_legacy_fedavg_deploys_the_global_model(tmp_path):
     assert manifest.kind == "global" and manifest.models == names.CHECKPOINT
     assert manifest.model == "har_cnn" and manifest.labels == wisdm.CLASS_NAMES
     assert manifest.input_shape == (wisdm.WINDOW, len(wisdm.CHANNELS))
-    assert manifest.data == {"loader": "har", "dataset": "wisdm", "seed": 1, "standardize": False}
+    assert manifest.data == {
+        "loader": "har",
+        "dataset": "wisdm",
+        "seed": 1,
+        "standardize": False,
+        "split": "random",  # runs before --split used the random split
+    }
     assert manifest.masks is None
 
 

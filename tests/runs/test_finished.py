@@ -70,7 +70,13 @@ def test_old_caafp_run_gets_a_derived_manifest_and_its_files_read(tmp_path):
     assert deploy.kind == "personal" and deploy.model == "har_cnn"
     assert deploy.models == {"1": "personal_ft1.npz", "3": "personal_ft3.npz"}
     assert deploy.labels == uci_har.CLASS_NAMES and deploy.input_shape == (128, 9)
-    assert deploy.data == {"loader": "har", "dataset": "uci_har", "seed": 0, "standardize": False}
+    assert deploy.data == {
+        "loader": "har",
+        "dataset": "uci_har",
+        "seed": 0,
+        "standardize": False,
+        "split": "random",  # runs before --split used the random split
+    }
 
     file, models = run.personal_models()  # the longest fine-tuning
     assert file == "personal_ft3.npz" and sorted(models) == [1, 2, 5]

@@ -26,6 +26,7 @@ from fedprune.algorithms.pipeline.state import PipelineState
 from fedprune.checks import check_at_most
 from fedprune.communication import CommAccounts
 from fedprune.configs.pipeline import PipelineConfig
+from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
 from fedprune.data.registry import load_federated
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.loop import Step, run_rounds
@@ -36,7 +37,7 @@ from fedprune.sparsity import masks as M
 from fedprune.sparsity.layers import prunable_mask_flags, scope_flags, select
 
 # Options added after runs were first made; such a run recorded none and resumes as it was.
-ADDED_LATER = {"budget": "global", "prune_layers": None}
+ADDED_LATER = {"budget": "global", "prune_layers": None, **BEFORE_SPLIT}
 
 
 def run_pipeline(
@@ -52,12 +53,15 @@ def run_pipeline(
     """
     if policy is None and config.phases[2] > 0:
         raise ConfigError(f"{config.method}: T2 > 0 needs a mask policy")
+    config = with_protocol(config, recorded_config(out))
     record = as_recorded(out, dataclasses.asdict(config), ADDED_LATER)
     run = RunDir(out, record) if recorded_config(out) is not None else None
     if run is not None and run.finished:
         return run.read_summary()
     t0, t1, t2 = config.phases
-    data = load_federated(config.dataset, config.seed, data_dir, config.standardize)
+    data = load_federated(
+        config.dataset, config.seed, data_dir, config.standardize, split=config.split
+    )
     check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     model = spec.keras()

@@ -1,0 +1,48 @@
+"""The evaluation protocol of the HAR methods: the per-client split and standardization.
+
+``split`` and ``standardize`` may be left unset (``None``) in a configuration; the runner then
+settles them with :func:`with_protocol` before anything is recorded:
+
+* resuming a run directory: the values its ``config.json`` recorded; a run made before
+  ``--split`` existed (no ``split`` recorded) used the random split;
+* a new run: the time-ordered split (it does not leak overlapping windows into the test set,
+  :mod:`fedprune.data.partition`) and the protocol's standardization per dataset
+  (:data:`STANDARDIZE`: WISDM z-scored per client and channel with the client's own training
+  statistics, UCI-HAR not, as the CA-AFP authors' protocol does).
+
+An explicit ``--split`` or ``--standardize`` always wins (and a different value than the run
+directory recorded is refused as a different configuration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Protocol, TypeVar
+
+# fedprune.data.partition.SPLITS (not imported: it loads numpy; tests check they agree)
+SPLITS = ("time-ordered", "random")
+STANDARDIZE = {"uci_har": False, "wisdm": True}
+# what a run directory made before the option existed used: runs.as_recorded leaves it out
+BEFORE_SPLIT = {"split": "random"}
+
+
+class HasProtocol(Protocol):
+    dataset: str
+    split: str | None
+    standardize: bool | None
+
+
+C = TypeVar("C", bound=HasProtocol)
+
+
+def with_protocol(config: C, recorded: Mapping | None) -> C:
+    """``config`` with ``split`` and ``standardize`` settled (see the module docstring);
+    ``recorded`` is the run directory's ``config.json``, or ``None`` for a new run."""
+    split, standardize = config.split, config.standardize
+    if recorded is not None:
+        split = recorded.get("split", BEFORE_SPLIT["split"]) if split is None else split
+        standardize = recorded.get("standardize", False) if standardize is None else standardize
+    split = "time-ordered" if split is None else split
+    standardize = STANDARDIZE.get(config.dataset, False) if standardize is None else standardize
+    return dataclasses.replace(config, split=split, standardize=standardize)
