@@ -110,3 +110,20 @@ def test_each_split_trains_into_its_own_run_directories(tmp_path):
     assert leaking[leaking.index("--split") + 1] == "random"
     assert ordered[-1] == str(tmp_path / "runs" / "fedchar-wisdm-s1")
     assert leaking[-1] == str(tmp_path / "runs-random" / "fedchar-wisdm-s1")
+
+
+def test_the_leak_table_subtracts_the_time_ordered_cell_from_the_random_one(tmp_path):
+    def row(acc, fairness, seeds):
+        base = dict.fromkeys(T.COLUMNS)
+        base.update(method="caafp_0_0_50", dataset="wisdm", ft_epochs=25, seeds=seeds)
+        return {**base, "avg_acc_mean": acc, "fairness_mean": fairness}
+
+    T.write_csv([row(0.9512, 0.061, 5)], tmp_path / "table2.csv")
+    T.write_csv([row(0.9876, 0.018, 5)], tmp_path / "table2_random.csv")
+    ordered, leaking = (T.read_csv(tmp_path / f) for f in ("table2.csv", "table2_random.csv"))
+    assert ordered[0]["avg_acc_mean"] == 0.9512 and ordered[0]["method"] == "caafp_0_0_50"
+    T.write_leak(ordered, leaking, tmp_path / "leak.md")
+    line = (tmp_path / "leak.md").read_text().splitlines()[-1]
+    assert line == (
+        "| caafp_0_0_50 | wisdm | 25 | 5 / 5 | 95.12 % | 98.76 % | +3.64 | 6.10 % | 1.80 % |"
+    )
