@@ -70,7 +70,14 @@ def check_finite_round(
     message names the clients that trained in the round."""
     train = output.metrics.get("client_work", {}).get("train", {})
     loss = float(train["train_loss"]) if "train_loss" in train else 0.0
-    weights = process.get_model_weights(output.state).trainable
+    check_finite(round_num, client_ids, loss, process.get_model_weights(output.state).trainable)
+
+
+def check_finite(
+    round_num: int, client_ids: Sequence[int], loss: float, weights: Sequence[np.ndarray]
+) -> None:
+    """:class:`TrainingDiverged` naming the round and its clients unless the aggregated
+    ``loss`` and every new weight are finite (see :func:`check_finite_round`)."""
     bad_weights = not all(np.isfinite(np.asarray(w)).all() for w in weights)
     if np.isfinite(loss) and not bad_weights:
         return

@@ -24,7 +24,8 @@ Shared interpretations (all configurable):
   total, split across clusters in proportion to their sizes with at least one client per
   cluster (so every cluster trains, and every scheduled mask update happens, in every round;
   27/2/1 clients -> 8/1/1). This keeps the paper's 10 clients per round and its communication.
-* The clusters of a round run as concurrent TFF calls, one per cluster.
+* The clusters of a round run as one TFF computation (clients pick their cluster's model and
+  mask by index; the server aggregates per cluster): `fedprune.engine.clustered`.
 * Phase 1 and the clustering step are rounds 1..T0 and T0 + 1 of the run (its checkpoint and
   ``metrics.csv``), Phases 2-3 rounds T0 + 2 .. T0 + 1 + T1 + T2.
 * Statistics of a scoring round: gradients at the broadcast w_c ⊙ M_c before local training,

@@ -10,7 +10,7 @@ Each function runs one step of the shared round loop (:mod:`fedprune.engine.loop
 * :func:`cluster_round`: a Phase-2 or Phase-3 round: every cluster trains its model under its
   mask with the proximal objective towards w^(T0) (Eq. 5), aggregated within the cluster
   (Eq. 6); after a scoring round the mask policy sets the new mask and the model is masked
-  (Eq. 7).
+  (Eq. 7). All clusters of a round are one TFF computation (:mod:`fedprune.engine.clustered`).
 
 Interpretations are listed in :mod:`fedprune.algorithms.pipeline`.
 """
@@ -28,17 +28,9 @@ from fedprune.algorithms.pipeline.state import PipelineState
 from fedprune.clustering import cluster_clients
 from fedprune.data.partition import ClientData
 from fedprune.engine.client_work import LocalTraining
-from fedprune.engine.process import (
-    build_fedavg_process,
-    build_learning_process,
-    with_client_work_state,
-)
-from fedprune.engine.rounds import (
-    run_round,
-    run_rounds_concurrently,
-    sample_by_cluster,
-    sample_clients,
-)
+from fedprune.engine.clustered import build_clustered_round, run_clustered_round
+from fedprune.engine.process import build_fedavg_process
+from fedprune.engine.rounds import run_round, sample_by_cluster, sample_clients
 from fedprune.engine.updates import build_update_computation, client_updates
 from fedprune.models.spec import ModelSpec
 from fedprune.sparsity import masks as M
@@ -76,18 +68,15 @@ class PipelineRounds:
         return self.fedavg_process.initialize()
 
     @functools.cached_property
-    def plain_process(self) -> tff.learning.templates.LearningProcess:
-        return build_learning_process(self.spec, self.training)
+    def plain_round(self) -> tff.Computation:
+        """Every cluster's Phase-2/3 round in one TFF computation."""
+        return build_clustered_round(self.spec, self.training, self.clusters)
 
     @functools.cached_property
-    def measuring_process(self) -> tff.learning.templates.LearningProcess:
-        return build_learning_process(
-            self.spec, dataclasses.replace(self.training, statistics=True)
-        )
-
-    @functools.cached_property
-    def base_state(self) -> tff.learning.templates.LearningAlgorithmState:
-        return self.plain_process.initialize()
+    def measuring_round(self) -> tff.Computation:
+        """The same, also gathering the score statistics (a scoring round)."""
+        training = dataclasses.replace(self.training, statistics=True)
+        return build_clustered_round(self.spec, training, self.clusters)
 
     def row(
         self,
@@ -158,29 +147,29 @@ def cluster_round(
     """Round ``t`` of Phases 2-3 (``phase3_t`` >= 1: the Phase-3 round number, else Phase 2):
     each cluster's sampled clients train w_c ⊙ M_c with the proximal term towards w^(T0)
     (Eq. 5), aggregated in the cluster (Eq. 6); after a scoring round the policy's new mask
-    is applied to the aggregate (Eq. 7). All clusters run as concurrent TFF calls."""
+    is applied to the aggregate (Eq. 7). All clusters run in one TFF computation."""
     policy = rounds.policy
     measure = phase3_t >= 1 and policy is not None and policy.scoring_round(phase3_t)
-    process = rounds.measuring_process if measure else rounds.plain_process
     chosen = sample_by_cluster(
         state.cluster_of(rounds.ids), rounds.clients_per_round, rounds.seed, t
     )
-    anchor = {"anchor": state.global_w} if rounds.training.prox > 0 else {}
-    jobs = []
-    for c, members in chosen.items():
-        start = process.set_model_weights(
-            rounds.base_state, tff.learning.models.ModelWeights(state.cluster_w[c], [])
-        )
-        start = with_client_work_state(start, mask=state.cluster_m[c], **anchor)
-        jobs.append((process, start, [rounds.clients[i] for i in members]))
-    outputs = run_rounds_concurrently(jobs, t, rounds.seed, rounds.batch_size)
+    outputs = run_clustered_round(
+        rounds.measuring_round if measure else rounds.plain_round,
+        state.cluster_w,
+        state.cluster_m,
+        state.global_w if rounds.training.prox > 0 else None,
+        {c: [rounds.clients[i] for i in members] for c, members in chosen.items()},
+        t,
+        rounds.seed,
+        rounds.batch_size,
+    )
     rows = []
     phase = "prune" if phase3_t >= 1 else "cluster"
-    for (c, members), output in zip(chosen.items(), outputs):
+    for c, members in chosen.items():
+        output = outputs[c]
         n_active = int(sum(m.sum() for m in select(state.cluster_m[c], rounds.flags)))
         state.accounts.model(n_active, 2 * len(members))
-        new_w = [np.asarray(w) for w in process.get_model_weights(output.state).trainable]
-        metrics = output.metrics["client_work"]
+        new_w = output.weights
         if measure:
             state.accounts.statistics(n_active, len(members))
             state.cluster_m[c] = update_masks(
@@ -189,10 +178,10 @@ def cluster_round(
                 state.cluster_w[c],
                 new_w,
                 state.cluster_m[c],
-                metrics["statistics"],
+                output.statistics,
                 rounds.scope,
             )
             new_w = M.apply(new_w, state.cluster_m[c])
         state.cluster_w[c] = new_w
-        rows.append(rounds.row(state, t, phase, c, len(members), metrics["train"]))
+        rows.append(rounds.row(state, t, phase, c, len(members), output.train))
     return rows
