@@ -221,3 +221,18 @@ def test_run_dirs_from_before_prune_layers_still_open(tmp_path):
     dense = dataclasses.replace(config, prune_layers=("dense",))
     with pytest.raises(ConfigError, match="differs in: prune_layers"):
         run_pipeline(dense, PruneAndHeal.from_config(dense), tmp_path)
+
+
+@pytest.mark.parametrize("budget", ["global", "layerwise"])
+def test_a_start_above_the_target_is_healed_to_the_target(budget):
+    # the paper's Study A: start 0.9, target 0.7, T2 = 15, f = 5 (updates after 1, 5, 10)
+    config = CAAFPConfig(
+        "uci_har", phases=(0, 0, 15), start_sparsity=0.9, target_sparsity=0.7, budget=budget
+    )
+    policy, rng = PruneAndHeal.from_config(config), np.random.default_rng(0)
+    masks = _round(policy, 1, [np.ones(s, np.float32) for s in SHAPES], rng)
+    assert M.sparsity(masks) == pytest.approx(0.9, abs=1e-3)
+    masks = _round(policy, 5, masks, rng)
+    assert M.sparsity(masks) == pytest.approx(0.8, abs=1e-3)  # half-way, two steps left
+    masks = _round(policy, 10, masks, rng)
+    assert M.sparsity(masks) == pytest.approx(0.7, abs=1e-3)

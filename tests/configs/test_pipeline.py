@@ -106,7 +106,7 @@ def test_prune_layers_are_put_in_model_order_once():
         (dict(alpha=1.5, beta=0.0, gamma=-0.5), r"--alpha must be in \[0, 1\], got 1.5"),
         (dict(phases=(0, 0, 0)), "--phases T0,T1,T2 must be 3 integers >= 0 and not all 0"),
         (dict(phases=(1, -1, 2)), "--phases"),
-        (dict(start_sparsity=0.9), "start sparsity"),  # the schedule's check (T2 = 50)
+        (dict(start_sparsity=1.0), "start sparsity"),  # the schedule's check (T2 = 50)
         (dict(prune_frequency=60), "frequency"),
         (dict(churn=2.0), r"--churn must be in \[0, 1\]"),
         (dict(learning_rate=0.0), r"--lr must be in \(0, inf\)"),

@@ -50,10 +50,21 @@ def test_above_target_grows_back():
         (dict(rounds=0, frequency=1), "T3"),
         (dict(rounds=10, frequency=11), "frequency"),
         (dict(rounds=10, frequency=5, target_sparsity=1.0), "target sparsity"),
-        (dict(rounds=10, frequency=5, start_sparsity=0.9), "start sparsity"),
+        (dict(rounds=10, frequency=5, start_sparsity=1.0), "start sparsity"),
         (dict(rounds=10, frequency=5, churn=-0.1), "churn"),
     ],
 )
 def test_impossible_parameters(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         PruneHealSchedule(**kwargs)
+
+
+def test_a_start_above_the_target_heals_back_to_it_by_the_last_update():
+    # Study A of the paper: start 0.9, target 0.7; T3 = 15, f = 5: updates at t = 5 and 10
+    schedule = PruneHealSchedule(rounds=15, frequency=5, target_sparsity=0.7, start_sparsity=0.9)
+    n_total, active = 1000, 100
+    for t in (5, 10):
+        step = schedule.step(t, n_total, active)
+        assert step.n_deficit < 0 and step.n_grow > step.n_prune  # regrows the surplus
+        active += step.n_grow - step.n_prune
+    assert active == 300  # 0.8 after t = 5 (two steps left), 0.7 after t = 10
