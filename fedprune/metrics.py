@@ -5,7 +5,7 @@ Communication is in :mod:`fedprune.communication`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -27,3 +27,15 @@ def fairness(client_acc: Mapping[int, float] | np.ndarray) -> float:
         dtype=np.float64,
     )
     return float(values.std())
+
+
+def noise_summary(noisy: Sequence[int], client_acc: Mapping[int, float]) -> dict:
+    """The noisy clients (``--label-noise``) and the mean accuracy of the noisy and of the
+    clean clients (``None`` when there is none)."""
+    affected = [a for c, a in client_acc.items() if c in noisy]
+    clean = [a for c, a in client_acc.items() if c not in noisy]
+    return {
+        "clients": sorted(int(c) for c in noisy),
+        "noisy_acc": float(np.mean(affected)) if affected else None,
+        "clean_acc": float(np.mean(clean)) if clean else None,
+    }

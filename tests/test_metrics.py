@@ -31,3 +31,11 @@ def test_payload_bitmask_plus_values():
     assert payload_bytes(1000, 900, 270, n_units=60) == 8 + 1080 + 400  # 1 bit per block
     with pytest.raises(ValueError):
         payload_bytes(10, 20, 5)
+
+
+def test_noise_summary_splits_the_mean_accuracy_by_noisy_and_clean_clients():
+    from fedprune.metrics import noise_summary
+
+    acc = {1: 0.5, 2: 0.7, 3: 0.9, 4: 1.0}
+    assert noise_summary([3, 1], acc) == {"clients": [1, 3], "noisy_acc": 0.7, "clean_acc": 0.85}
+    assert noise_summary([1, 2, 3, 4], acc)["clean_acc"] is None

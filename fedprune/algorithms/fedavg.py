@@ -22,7 +22,7 @@ from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
-from fedprune.metrics import fairness
+from fedprune.metrics import fairness, noise_summary
 from fedprune.models.spec import ModelSpec
 from fedprune.runs import RunDir, as_recorded, recorded_config
 from fedprune.runs.deploy import har_manifest
@@ -57,7 +57,13 @@ def run_fedavg(
     if run.finished:
         return run.read_summary()
     data = load_federated(
-        config.dataset, config.seed, data_dir, config.standardize, split=config.split
+        config.dataset,
+        config.seed,
+        data_dir,
+        config.standardize,
+        split=config.split,
+        label_noise=config.label_noise,
+        classes_per_client=config.classes_per_client,
     )
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
@@ -125,10 +131,19 @@ def run_fedavg(
         "wall_s": result.clock.seconds(),
         "deploy": har_manifest(
             "global",
-            har_recipe(config.dataset, config.seed, config.standardize, config.split),
+            har_recipe(
+                config.dataset,
+                config.seed,
+                config.standardize,
+                config.split,
+                config.label_noise,
+                config.classes_per_client,
+            ),
             shape,
             labels,
         ).to_json(),
     }
+    if data.noisy_clients:
+        summary["label_noise"] = noise_summary(data.noisy_clients, client_acc)
     run.write_summary(summary)
     return summary

@@ -12,6 +12,7 @@ import numpy as np
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import dataset_info, har_recipe
 from fedprune.finetune import FineTuned, finetune_and_evaluate
+from fedprune.metrics import noise_summary
 from fedprune.runs import RunDir, artefacts
 from fedprune.runs.deploy import har_manifest
 
@@ -27,6 +28,8 @@ class FineTuneSettings(Protocol):
     learning_rate: float
     standardize: bool
     split: str
+    label_noise: tuple[float, float] | None
+    classes_per_client: int | None
 
 
 def finetune_personal(
@@ -40,7 +43,8 @@ def finetune_personal(
 ) -> tuple[FineTuned, dict]:
     """Fine-tune every client from ``start[id]`` under ``kernel_masks[id]``, write each
     length's ``personal_ft<E>.npz``; returns the result and the summary's ``deploy`` entry
-    (``pruned``: the run also wrote ``masks.npz``)."""
+    (``pruned``: the run also wrote ``masks.npz``). With noisy clients (``--label-noise``)
+    each length's entry also gives the noisy and the clean clients' mean accuracy."""
     tuned = finetune_and_evaluate(
         data,
         start,
@@ -54,10 +58,21 @@ def finetune_personal(
     )
     for epochs, personal in tuned.models.items():
         artefacts.write_personal_models(run.path, epochs, personal)
+    if data.noisy_clients:  # each length's accuracy of the noisy and of the clean clients
+        for entry in tuned.summary.values():
+            client_acc = {int(k): v for k, v in entry["client_acc"].items()}
+            entry["label_noise"] = noise_summary(data.noisy_clients, client_acc)
     shape, labels = dataset_info(settings.dataset)
     manifest = har_manifest(
         "personal",
-        har_recipe(settings.dataset, settings.seed, settings.standardize, settings.split),
+        har_recipe(
+            settings.dataset,
+            settings.seed,
+            settings.standardize,
+            settings.split,
+            settings.label_noise,
+            settings.classes_per_client,
+        ),
         shape,
         labels,
         settings.ft_epochs,

@@ -21,4 +21,6 @@ class FedAvgConfig(Config):
     seed: int = har.seed()
     standardize: bool | None = har.standardize()
     split: str | None = har.split()
+    label_noise: tuple[float, float] | None = har.label_noise()
+    classes_per_client: int | None = har.classes_per_client()
     method: str = har.method("fedavg")

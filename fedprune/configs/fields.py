@@ -61,6 +61,21 @@ def int_tuple(length: int | None = None) -> Callable[[str], tuple[int, ...]]:
     return parse
 
 
+def float_tuple(length: int | None = None) -> Callable[[str], tuple[float, ...]]:
+    """Parser of comma-separated numbers (``0.4,0.3``); ``length``: exactly that many."""
+
+    def parse(text: str) -> tuple[float, ...]:
+        try:
+            values = tuple(float(v) for v in text.split(","))
+        except ValueError:
+            raise ValueError(f"expected comma-separated numbers, got {text!r}") from None
+        if length is not None and len(values) != length:
+            raise ValueError(f"expected {length} values, got {text!r}")
+        return values
+
+    return parse
+
+
 def name_tuple(text: str) -> tuple[str, ...]:
     """Parser of comma-separated names (``conv1, dense``); whether they exist is the rule's."""
     return tuple(n.strip() for n in text.split(",") if n.strip())

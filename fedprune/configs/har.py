@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedprune.checks import POSITIVE, SEED, count, each, one_of, optional
-from fedprune.configs.fields import int_tuple, param
+from fedprune.checks import POSITIVE, SEED, count, each, interval, one_of, optional
+from fedprune.configs.fields import float_tuple, int_tuple, param
 from fedprune.configs.protocol import SPLITS
 
 # the HAR datasets of fedprune.data.registry.DATASETS (not imported: it loads scipy;
@@ -66,6 +66,29 @@ def split() -> Any:  # noqa: ANN401
         "windows train) or random (leaks overlapping windows; older runs)",
         rule=optional(one_of(SPLITS)),
         default_text="time-ordered; a resumed run keeps its own",
+    )
+
+
+def label_noise() -> Any:  # noqa: ANN401
+    return param(
+        None,
+        help="scenario: noisy labels on a fraction C of the clients, a fraction L of each "
+        "one's training windows relabelled uniformly (the paper's Noisy 0.4,0.3, Drift 0.4,1.0)",
+        rule=optional(each(interval(0, 1, low_open=True))),
+        parse=float_tuple(2),
+        metavar="C,L",
+        default_text="none",
+    )
+
+
+def classes_per_client() -> Any:  # noqa: ANN401
+    return param(
+        None,
+        help="scenario: each client keeps k of its classes (those in both its splits), "
+        "drawn per seed and client; at most the dataset's classes - 1",
+        rule=optional(count()),
+        metavar="K",
+        default_text="all",
     )
 
 

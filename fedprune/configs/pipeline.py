@@ -134,6 +134,8 @@ class PipelineConfig(Config):
     seed: int = har.seed()
     standardize: bool | None = har.standardize()
     split: str | None = har.split()
+    label_noise: tuple[float, float] | None = har.label_noise()
+    classes_per_client: int | None = har.classes_per_client()
 
     def check(self) -> None:
         weights = (self.alpha, self.beta, self.gamma)

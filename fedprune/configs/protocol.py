@@ -23,8 +23,9 @@ from typing import Protocol, TypeVar
 # fedprune.data.partition.SPLITS (not imported: it loads numpy; tests check they agree)
 SPLITS = ("time-ordered", "random")
 STANDARDIZE = {"uci_har": False, "wisdm": True}
-# what a run directory made before the option existed used: runs.as_recorded leaves it out
-BEFORE_SPLIT = {"split": "random"}
+# options added later, with what a run directory made before each existed used:
+# runs.as_recorded leaves them out of such a run's record, so it resumes
+BEFORE_SPLIT = {"split": "random", "label_noise": None, "classes_per_client": None}
 
 
 class HasProtocol(Protocol):

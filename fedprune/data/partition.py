@@ -57,6 +57,7 @@ class FederatedData:
     clients: tuple[ClientData, ...]
     class_names: tuple[str, ...]
     input_shape: tuple[int, int]
+    noisy_clients: tuple[int, ...] = ()  # whose training labels a scenario made noisy
 
     @property
     def num_clients(self) -> int:
@@ -130,6 +131,11 @@ def standardize(client: ClientData, eps: float = 1e-6) -> ClientData:
         mean=mean.astype(np.float32),
         std=std.astype(np.float32),
     )
+
+
+def standardize_all(data: FederatedData) -> FederatedData:
+    """Every client :func:`standardize`-d with its own training statistics."""
+    return dataclasses.replace(data, clients=tuple(standardize(c) for c in data.clients))
 
 
 def partition_by_subject(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -10,7 +11,8 @@ from pathlib import Path
 from fedprune.data import cache, sources
 from fedprune.data.clustered_partition import ClientImages, partition_clients
 from fedprune.data.images import load_images
-from fedprune.data.partition import FederatedData, partition_by_subject
+from fedprune.data.partition import FederatedData, partition_by_subject, standardize_all
+from fedprune.data.scenarios import inject_label_noise, keep_classes_per_client
 from fedprune.data.uci_har import read_uci_har
 from fedprune.data.windows import WindowedDataset
 from fedprune.data.wisdm import read_wisdm
@@ -79,11 +81,22 @@ def load_federated(
     test_fraction: float = 0.2,
     verbose: bool = True,
     split: str = "time-ordered",
+    label_noise: tuple[float, float] | None = None,
+    classes_per_client: int | None = None,
 ) -> FederatedData:
     """Dataset ``name`` as one client per subject with an 80/20 split per client and class
-    (``split``: :data:`fedprune.data.partition.SPLITS`)."""
+    (``split``: :data:`fedprune.data.partition.SPLITS`), then the scenarios of
+    :mod:`fedprune.data.scenarios` (``classes_per_client`` first, then ``label_noise`` =
+    (client fraction, window fraction) on the windows kept), then, if ``standardize``, each
+    client z-scored with its own training statistics."""
     data = load_windows(name, data_dir, verbose=verbose)
-    return partition_by_subject(data, seed, test_fraction, standardize, split)
+    fed = partition_by_subject(data, seed, test_fraction, False, split)
+    if classes_per_client is not None:
+        fed = keep_classes_per_client(fed, classes_per_client, seed)
+    if label_noise is not None:
+        fed, affected = inject_label_noise(fed, *label_noise, seed)
+        fed = dataclasses.replace(fed, noisy_clients=tuple(affected))
+    return standardize_all(fed) if standardize else fed
 
 
 def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
@@ -100,15 +113,28 @@ def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
     return info[name]
 
 
-def har_recipe(dataset: str, seed: int, standardize: bool, split: str) -> dict:
-    """The recorded recipe (run directories' ``deploy.data``) of :func:`load_federated`."""
-    return {
+def har_recipe(
+    dataset: str,
+    seed: int,
+    standardize: bool,
+    split: str,
+    label_noise: tuple[float, float] | None = None,
+    classes_per_client: int | None = None,
+) -> dict:
+    """The recorded recipe (run directories' ``deploy.data``) of :func:`load_federated`;
+    scenarios appear only when set."""
+    recipe = {
         "loader": "har",
         "dataset": dataset,
         "seed": seed,
         "standardize": standardize,
         "split": split,
     }
+    if label_noise is not None:
+        recipe["label_noise"] = list(label_noise)
+    if classes_per_client is not None:
+        recipe["classes_per_client"] = classes_per_client
+    return recipe
 
 
 def load_recorded(
@@ -125,6 +151,8 @@ def load_recorded(
             data_dir,
             recipe.get("standardize", False),
             split=recipe.get("split", "random"),  # recipes before --split: the random split
+            label_noise=tuple(recipe["label_noise"]) if "label_noise" in recipe else None,
+            classes_per_client=recipe.get("classes_per_client"),
         )
     if kind == "image-clients":
         images = load_images(recipe["dataset"], recipe.get("split", "train"), data_dir)

@@ -81,7 +81,7 @@ def test_run_dirs_from_before_the_option_still_open(tmp_path):
     config = CAAFPConfig("uci_har")
     old = dataclasses.asdict(config)
     old.update(standardize=False)  # as written before --split existed (no split key)
-    del old["split"]
+    del old["split"], old["label_noise"], old["classes_per_client"]
     del old["budget"]  # config.json written before --budget existed
     (tmp_path / "config.json").write_text(json.dumps(old))
     (tmp_path / "summary.json").write_text(json.dumps({"method": "caafp"}))
@@ -213,7 +213,7 @@ def test_run_dirs_from_before_prune_layers_still_open(tmp_path):
     config = CAAFPConfig("uci_har")
     old = dataclasses.asdict(config)
     old.update(standardize=False)  # as written before --split existed (no split key)
-    del old["split"]
+    del old["split"], old["label_noise"], old["classes_per_client"]
     del old["budget"], old["prune_layers"]  # config.json written before both options existed
     (tmp_path / "config.json").write_text(json.dumps(old))
     (tmp_path / "summary.json").write_text(json.dumps({"method": "caafp"}))

@@ -15,16 +15,17 @@ from fedprune.configs.pipeline import (
     GlobalFTConfig,
     PipelineConfig,
 )
-from fedprune.configs.protocol import with_protocol
+from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
 from fedprune.errors import ConfigError
 
 
 def resumed_old(config) -> dict:
     """What ``config`` records when it resumes a run directory made before ``--split``
-    (``standardize`` recorded as false, no ``split``): the pre-issue-16 dict."""
+    (``standardize`` recorded as false, no ``split`` and no scenario): the pre-issue-16
+    dict (``runs.as_recorded`` leaves the later options out)."""
     settled = with_protocol(config, {"standardize": False})
     assert settled.split == "random"
-    return {k: v for k, v in dataclasses.asdict(settled).items() if k != "split"}
+    return {k: v for k, v in dataclasses.asdict(settled).items() if k not in BEFORE_SPLIT}
 
 
 CAAFP_UCI_HAR = {

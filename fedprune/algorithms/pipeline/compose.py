@@ -60,7 +60,13 @@ def run_pipeline(
         return run.read_summary()
     t0, t1, t2 = config.phases
     data = load_federated(
-        config.dataset, config.seed, data_dir, config.standardize, split=config.split
+        config.dataset,
+        config.seed,
+        data_dir,
+        config.standardize,
+        split=config.split,
+        label_noise=config.label_noise,
+        classes_per_client=config.classes_per_client,
     )
     check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
