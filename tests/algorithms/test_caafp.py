@@ -103,7 +103,7 @@ def test_resume_equals_uninterrupted(tff_context, tmp_path, fixture_data_dir, mo
         (dict(alpha=0.5, beta=0.5, gamma=0.5), "must be 1"),
         (dict(alpha=0.5), "all of --alpha"),
         (dict(phases=(0, 0, 0)), "not all 0"),
-        (dict(start_sparsity=0.9), "start sparsity"),
+        (dict(start_sparsity=1.0), "start sparsity"),
         (dict(prune_frequency=10), "frequency"),
     ],
 )
