@@ -52,6 +52,10 @@ def _fedprune(args: list[str], data_dir: Path, out: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        # and SIGINT at its default, as for a terminal's foreground job: a test run started
+        # in the background by a non-interactive shell ignores SIGINT, and children inherit
+        # that (POSIX), so the run would never see the signal
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

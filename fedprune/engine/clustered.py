@@ -36,7 +36,7 @@ import tensorflow_federated as tff
 from fedprune.data.partition import ClientData
 from fedprune.engine.client_work import LocalTraining, build_client_update
 from fedprune.engine.datasets import round_seed, train_dataset
-from fedprune.engine.rounds import check_finite
+from fedprune.engine.rounds import call_interruptibly, check_finite
 from fedprune.models.spec import ModelSpec
 
 
@@ -221,7 +221,8 @@ def run_clustered_round(
         train_dataset(client, batch_size, round_seed(seed, round_num, client.client_id))
         for _, client in order
     ]
-    result = computation(state, [np.int32(c) for c, _ in order], datasets)
+    clusters = [np.int32(c) for c, _ in order]
+    result = call_interruptibly(lambda: computation(state, clusters, datasets))
     train = result["train"]
     outputs = {}
     for c, clients in members.items():

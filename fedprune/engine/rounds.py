@@ -47,7 +47,7 @@ def run_round(
     datasets = [
         train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
     ]
-    output = process.next(state, datasets)
+    output = call_interruptibly(lambda: process.next(state, datasets))
     check_finite_round(process, output, round_num, [c.client_id for c in clients])
     return output
 
@@ -145,6 +145,12 @@ def run_rounds_concurrently(
     )
 
 
+def call_interruptibly(call: Callable[[], T]) -> T:
+    """``call()`` (a TFF call) so that Ctrl-C ends the caller at once
+    (:func:`call_concurrently` with one call)."""
+    return call_concurrently([call])[0]
+
+
 def call_concurrently(calls: Sequence[Callable[[], T]]) -> list[T]:
     """Run independent TFF calls (e.g. one per cluster or community) in threads; results in
     call order.
@@ -157,10 +163,9 @@ def call_concurrently(calls: Sequence[Callable[[], T]]) -> list[T]:
     Ctrl-C (or any error in one call) the caller raises at once, while calls still blocked in
     gRPC on a worker that the interrupt has killed are abandoned instead of joined (a
     ``ThreadPoolExecutor`` would join them on exit and hang forever). An error in a call is
-    re-raised in the caller.
+    re-raised in the caller. A single call runs in a thread too: inline, the caller would wait
+    in TFF's ``future.result()``, which Ctrl-C cannot end while a dead worker is retried.
     """
-    if len(calls) == 1:
-        return [calls[0]()]
     context = tff.framework.get_context_stack().current
     results: list = [None] * len(calls)
     errors: list[BaseException] = []
