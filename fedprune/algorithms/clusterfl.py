@@ -43,7 +43,7 @@ from fedprune.checks import check_at_most
 from fedprune.communication import CommAccounts
 from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
-from fedprune.data.registry import load_federated
+from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.process import build_learning_process, with_client_work_state
@@ -128,15 +128,7 @@ def run_clusterfl(
     run = RunDir(out, as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT))
     if run.finished:
         return run.read_summary()
-    data = load_federated(
-        config.dataset,
-        config.seed,
-        data_dir,
-        config.standardize,
-        split=config.split,
-        label_noise=config.label_noise,
-        classes_per_client=config.classes_per_client,
-    )
+    data = load_recorded(har_recipe(config), data_dir)
     check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     init = [np.asarray(w) for w in spec.initial_weights().trainable]

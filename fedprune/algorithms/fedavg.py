@@ -17,7 +17,7 @@ import tensorflow_federated as tff
 from fedprune.communication import eq13_bytes
 from fedprune.configs.fedavg import FedAvgConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
-from fedprune.data.registry import dataset_info, har_recipe, load_federated
+from fedprune.data.registry import dataset_info, har_recipe, load_recorded
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.process import build_fedavg_process
@@ -56,15 +56,7 @@ def run_fedavg(
     run = RunDir(out, as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT))
     if run.finished:
         return run.read_summary()
-    data = load_federated(
-        config.dataset,
-        config.seed,
-        data_dir,
-        config.standardize,
-        split=config.split,
-        label_noise=config.label_noise,
-        classes_per_client=config.classes_per_client,
-    )
+    data = load_recorded(har_recipe(config), data_dir)
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
     params = int(sum(w.size for w in spec.initial_weights().trainable))
@@ -131,14 +123,7 @@ def run_fedavg(
         "wall_s": result.clock.seconds(),
         "deploy": har_manifest(
             "global",
-            har_recipe(
-                config.dataset,
-                config.seed,
-                config.standardize,
-                config.split,
-                config.label_noise,
-                config.classes_per_client,
-            ),
+            har_recipe(config),
             shape,
             labels,
         ).to_json(),

@@ -65,14 +65,7 @@ def finetune_personal(
     shape, labels = dataset_info(settings.dataset)
     manifest = har_manifest(
         "personal",
-        har_recipe(
-            settings.dataset,
-            settings.seed,
-            settings.standardize,
-            settings.split,
-            settings.label_noise,
-            settings.classes_per_client,
-        ),
+        har_recipe(settings),
         shape,
         labels,
         settings.ft_epochs,

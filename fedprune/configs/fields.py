@@ -46,34 +46,27 @@ def flag_of(field: dataclasses.Field) -> str:
     return field.metadata.get("flag") or field.name
 
 
-def int_tuple(length: int | None = None) -> Callable[[str], tuple[int, ...]]:
-    """Parser of comma-separated integers (``3,25``); ``length``: exactly that many."""
-
-    def parse(text: str) -> tuple[int, ...]:
+def _number_tuple(kind: type, words: str, length: int | None) -> Callable[[str], tuple]:
+    def parse(text: str) -> tuple:
         try:
-            values = tuple(int(v) for v in text.split(","))
+            values = tuple(kind(v) for v in text.split(","))
         except ValueError:
-            raise ValueError(f"expected comma-separated integers, got {text!r}") from None
+            raise ValueError(f"expected comma-separated {words}, got {text!r}") from None
         if length is not None and len(values) != length:
             raise ValueError(f"expected {length} values, got {text!r}")
         return values
 
     return parse
+
+
+def int_tuple(length: int | None = None) -> Callable[[str], tuple[int, ...]]:
+    """Parser of comma-separated integers (``3,25``); ``length``: exactly that many."""
+    return _number_tuple(int, "integers", length)
 
 
 def float_tuple(length: int | None = None) -> Callable[[str], tuple[float, ...]]:
     """Parser of comma-separated numbers (``0.4,0.3``); ``length``: exactly that many."""
-
-    def parse(text: str) -> tuple[float, ...]:
-        try:
-            values = tuple(float(v) for v in text.split(","))
-        except ValueError:
-            raise ValueError(f"expected comma-separated numbers, got {text!r}") from None
-        if length is not None and len(values) != length:
-            raise ValueError(f"expected {length} values, got {text!r}")
-        return values
-
-    return parse
+    return _number_tuple(float, "numbers", length)
 
 
 def name_tuple(text: str) -> tuple[str, ...]:

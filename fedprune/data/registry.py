@@ -113,27 +113,22 @@ def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
     return info[name]
 
 
-def har_recipe(
-    dataset: str,
-    seed: int,
-    standardize: bool,
-    split: str,
-    label_noise: tuple[float, float] | None = None,
-    classes_per_client: int | None = None,
-) -> dict:
-    """The recorded recipe (run directories' ``deploy.data``) of :func:`load_federated`;
-    scenarios appear only when set."""
+def har_recipe(config: object) -> dict:
+    """The data recipe of a HAR method's configuration (its ``dataset``, ``seed``,
+    ``standardize``, ``split``, ``label_noise``, ``classes_per_client``): what the run loads
+    through :func:`load_recorded` and records as its deploy manifest's ``data``, so training
+    and export read the same clients. Scenarios appear only when set."""
     recipe = {
         "loader": "har",
-        "dataset": dataset,
-        "seed": seed,
-        "standardize": standardize,
-        "split": split,
+        "dataset": config.dataset,
+        "seed": config.seed,
+        "standardize": config.standardize,
+        "split": config.split,
     }
-    if label_noise is not None:
-        recipe["label_noise"] = list(label_noise)
-    if classes_per_client is not None:
-        recipe["classes_per_client"] = classes_per_client
+    if config.label_noise is not None:
+        recipe["label_noise"] = list(config.label_noise)
+    if config.classes_per_client is not None:
+        recipe["classes_per_client"] = config.classes_per_client
     return recipe
 
 

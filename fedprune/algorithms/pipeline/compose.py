@@ -27,7 +27,7 @@ from fedprune.checks import check_at_most
 from fedprune.communication import CommAccounts
 from fedprune.configs.pipeline import PipelineConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
-from fedprune.data.registry import load_federated
+from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.errors import ConfigError
@@ -59,15 +59,7 @@ def run_pipeline(
     if run is not None and run.finished:
         return run.read_summary()
     t0, t1, t2 = config.phases
-    data = load_federated(
-        config.dataset,
-        config.seed,
-        data_dir,
-        config.standardize,
-        split=config.split,
-        label_noise=config.label_noise,
-        classes_per_client=config.classes_per_client,
-    )
+    data = load_recorded(har_recipe(config), data_dir)
     check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     model = spec.keras()
