@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedprune.reproduce.study import Claim, Labels, Point, Study, markdown_table
+from fedprune.reproduce.study import Claim, Labels, Point, Study, figure, markdown_table, row_of
 
 MAIN = {
     "ascfl": ("ascfl", ()),
@@ -108,14 +108,7 @@ def measure(summary: dict) -> list[tuple[Labels, dict]]:
 
 
 def _get(table: list[dict], part: str, method: str, **labels: str) -> dict | None:
-    for r in table:
-        if (
-            r["part"] == part
-            and r["method"] == method
-            and all(r[k] == v for k, v in labels.items())
-        ):
-            return r
-    return None
+    return row_of(table, part=part, method=method, **labels)
 
 
 def _pp(x: float) -> str:
@@ -244,31 +237,23 @@ def body(table: list[dict]) -> list[str]:
 
 
 def plot(table: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    rows = [r for r in table if r["part"] in ("main", "ablation", "dropout", "rotation")]
-    labels = [f"{r['method']}\n{r['dataset']} α={r['alpha']}" for r in rows]
-    ax.bar(
-        range(len(rows)),
-        [100 * r["acc"] for r in rows],
-        yerr=[100 * (r.get("acc_std") or 0) for r in rows],
-        capsize=2,
-    )
-    paper = [(j, 100 * r["paper_acc"]) for j, r in enumerate(rows) if r.get("paper_acc")]
-    if paper:
-        ax.scatter(*zip(*paper), color="black", marker="_", s=200, zorder=3, label="paper")
-        ax.legend(fontsize=7)
-    ax.set_xticks(range(len(rows)), labels, rotation=60, fontsize=6, ha="right")
-    ax.set_ylabel("final mean client accuracy (%)")
-    ax.set_title("AS-CFL and baselines (scaled setting)")
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, figsize=(10, 4.5)) as (_, ax):
+        rows = [r for r in table if r["part"] in ("main", "ablation", "dropout", "rotation")]
+        labels = [f"{r['method']}\n{r['dataset']} α={r['alpha']}" for r in rows]
+        ax.bar(
+            range(len(rows)),
+            [100 * r["acc"] for r in rows],
+            yerr=[100 * (r.get("acc_std") or 0) for r in rows],
+            capsize=2,
+        )
+        paper = [(j, 100 * r["paper_acc"]) for j, r in enumerate(rows) if r.get("paper_acc")]
+        if paper:
+            ax.scatter(*zip(*paper), color="black", marker="_", s=200, zorder=3, label="paper")
+            ax.legend(fontsize=7)
+        ax.set_xticks(range(len(rows)), labels, rotation=60, fontsize=6, ha="right")
+        ax.set_ylabel("final mean client accuracy (%)")
+        ax.set_title("AS-CFL and baselines (scaled setting)")
+        ax.grid(axis="y", alpha=0.3)
 
 
 STUDY = Study(

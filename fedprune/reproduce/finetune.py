@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedprune.reproduce.study import Claim, Labels, Point, Study, markdown_table
+from fedprune.reproduce.study import (
+    Claim,
+    Labels,
+    Point,
+    Study,
+    accuracy_section,
+    figure,
+    near_paper,
+    value_of,
+)
 
 FT_EPOCHS = (0, 1, 3, 5, 10, 15, 20, 25)
 # The six methods of Table 9 / Figure 4 with Table 2's arguments (fedprune/reproduce/table2.py)
@@ -57,10 +66,7 @@ def measure(summary: dict) -> list[tuple[Labels, dict]]:
 
 
 def _acc(table: list[dict], method: str, ft: int) -> float | None:
-    for r in table:
-        if r["method"] == method and r["ft"] == str(ft):
-            return r["acc"]
-    return None
+    return value_of(table, method=method, ft=ft)
 
 
 def claims(table: list[dict]) -> list[Claim]:
@@ -105,53 +111,33 @@ def claims(table: list[dict]) -> list[Claim]:
     for ft, paper in ((0, 0.88), (25, 0.96)):
         ours = _acc(table, "caafp", ft)
         if ours is not None:
-            found.append(
-                Claim(
-                    f"CA-AFP reaches about {100 * paper:.0f} % at FT {ft} (within 2 pp)",
-                    abs(ours - paper) <= 0.02,
-                    f"ours {100 * ours:.1f} %",
-                )
-            )
+            found.append(near_paper(f"CA-AFP at FT {ft}", ours, paper, 0.02))
     return found
 
 
 def body(table: list[dict]) -> list[str]:
-    return [
-        "## Accuracy after E fine-tuning epochs",
-        "",
-        *markdown_table(
-            table, ("method", "ft"), (("acc", "acc %", True), ("fairness", "fairness %", True))
-        ),
-    ]
+    return accuracy_section("Accuracy after E fine-tuning epochs", table, ("method", "ft"))
 
 
 def plot(table: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for method in COMPARED:
-        rows = sorted((r for r in table if r["method"] == method), key=lambda r: int(r["ft"]))
-        if rows:
-            ax.plot(
-                [int(r["ft"]) for r in rows],
-                [100 * r["acc"] for r in rows],
-                marker="o",
-                label=method,
-            )
-    paper = [(int(r["ft"]), 100 * r["paper_acc"]) for r in table if r.get("paper_acc")]
-    if paper:
-        ax.scatter(*zip(*paper), color="black", marker="x", zorder=3, label="paper (CA-AFP)")
-    ax.set_xlabel("fine-tuning epochs")
-    ax.set_ylabel("average accuracy (%)")
-    ax.set_title("WISDM: accuracy against fine-tuning epochs")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, figsize=(7, 4.5)) as (_, ax):
+        for method in COMPARED:
+            rows = sorted((r for r in table if r["method"] == method), key=lambda r: int(r["ft"]))
+            if rows:
+                ax.plot(
+                    [int(r["ft"]) for r in rows],
+                    [100 * r["acc"] for r in rows],
+                    marker="o",
+                    label=method,
+                )
+        paper = [(int(r["ft"]), 100 * r["paper_acc"]) for r in table if r.get("paper_acc")]
+        if paper:
+            ax.scatter(*zip(*paper), color="black", marker="x", zorder=3, label="paper (CA-AFP)")
+        ax.set_xlabel("fine-tuning epochs")
+        ax.set_ylabel("average accuracy (%)")
+        ax.set_title("WISDM: accuracy against fine-tuning epochs")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
 
 
 STUDY = Study(

@@ -16,7 +16,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from fedprune.reproduce.finetune import COMPARED, DENSE_CLUSTERED, PRUNED_BASELINES
-from fedprune.reproduce.study import Claim, Labels, Point, Study, markdown_table
+from fedprune.reproduce.study import (
+    Claim,
+    Labels,
+    Point,
+    Study,
+    accuracy_section,
+    figure,
+    near_paper,
+    row_of,
+    value_of,
+)
 
 LEVELS = (1, 2, 3)
 LEVEL_NAMES = {1: "extreme", 2: "moderate", 3: "mild"}
@@ -40,10 +50,7 @@ def measure(summary: dict) -> list[tuple[Labels, dict]]:
 
 
 def _acc(table: list[dict], method: str, k: int) -> float | None:
-    for r in table:
-        if r["method"] == method and r["k"] == str(k):
-            return r["acc"]
-    return None
+    return value_of(table, method=method, k=k)
 
 
 def _lead(table: list[dict], k: int) -> float | None:
@@ -81,51 +88,31 @@ def claims(table: list[dict]) -> list[Claim]:
     for method, paper in (("caafp", 0.80), *((m, 0.50) for m in PRUNED_BASELINES)):
         ours = _acc(table, method, 1)
         if ours is not None:
-            found.append(
-                Claim(
-                    f"k=1: {method} at about {100 * paper:.0f} % (within 5 pp)",
-                    abs(ours - paper) <= 0.05,
-                    f"ours {100 * ours:.1f} %",
-                )
-            )
+            found.append(near_paper(f"k=1: {method}", ours, paper, 0.05))
     return found
 
 
 def body(table: list[dict]) -> list[str]:
-    return [
-        "## Accuracy per non-IID level (no fine-tuning)",
-        "",
-        *markdown_table(
-            table, ("k", "method"), (("acc", "acc %", True), ("fairness", "fairness %", True))
-        ),
-    ]
+    return accuracy_section("Accuracy per non-IID level (no fine-tuning)", table, ("k", "method"))
 
 
 def plot(table: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    width = 0.8 / len(COMPARED)
-    for i, method in enumerate(COMPARED):
-        xs, ys, errs = [], [], []
-        for j, k in enumerate(LEVELS):
-            row = next((r for r in table if r["method"] == method and r["k"] == str(k)), None)
-            if row is not None:
-                xs.append(j + (i - len(COMPARED) / 2 + 0.5) * width)
-                ys.append(100 * row["acc"])
-                errs.append(100 * (row.get("acc_std") or 0.0))
-        ax.bar(xs, ys, width, yerr=errs, capsize=2, label=method)
-    ax.set_xticks(range(len(LEVELS)), [f"k={k} ({LEVEL_NAMES[k]})" for k in LEVELS])
-    ax.set_ylabel("average accuracy (%), mean ± std over seeds")
-    ax.set_title("WISDM: accuracy per non-IID level")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, figsize=(8, 4.5)) as (_, ax):
+        width = 0.8 / len(COMPARED)
+        for i, method in enumerate(COMPARED):
+            xs, ys, errs = [], [], []
+            for j, k in enumerate(LEVELS):
+                row = row_of(table, method=method, k=k)
+                if row is not None:
+                    xs.append(j + (i - len(COMPARED) / 2 + 0.5) * width)
+                    ys.append(100 * row["acc"])
+                    errs.append(100 * (row.get("acc_std") or 0.0))
+            ax.bar(xs, ys, width, yerr=errs, capsize=2, label=method)
+        ax.set_xticks(range(len(LEVELS)), [f"k={k} ({LEVEL_NAMES[k]})" for k in LEVELS])
+        ax.set_ylabel("average accuracy (%), mean ± std over seeds")
+        ax.set_title("WISDM: accuracy per non-IID level")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
 
 
 STUDY = Study(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedprune.reproduce.study import Claim, Labels, Point, Study, markdown_table
+from fedprune.reproduce.study import Claim, Labels, Point, Study, figure, markdown_table
 from fedprune.reproduce.table2 import paper_eq13_mib
 
 STARTS = tuple(round(0.1 * i, 1) for i in range(10))
@@ -151,28 +151,21 @@ def body(table: list[dict]) -> list[str]:
 
 
 def plot(table: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
-    for ax, (name, x, title) in zip(
-        axes, (("A", "start", "start sparsity"), ("B", "p2", "P2 rounds"), ("C", "p1", "P1 rounds"))
-    ):
-        rows = _study(table, name, x)
-        comm = [r["comm_mib"] for r in rows]
-        acc = [100 * r["acc"] for r in rows]
-        ax.plot(comm, acc, marker="o")
-        for r, cx, ay in zip(rows, comm, acc):
-            ax.annotate(r[x], (cx, ay), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        ax.set_title(f"Study {name}: {title}")
-        ax.set_xlabel("communication, Eq. 13 (MiB)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("average accuracy after FT 3 (%)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, 3, figsize=(13, 4), sharey=True) as (_, axes):
+        for ax, (name, x, title) in zip(
+            axes,
+            (("A", "start", "start sparsity"), ("B", "p2", "P2 rounds"), ("C", "p1", "P1 rounds")),
+        ):
+            rows = _study(table, name, x)
+            comm = [r["comm_mib"] for r in rows]
+            acc = [100 * r["acc"] for r in rows]
+            ax.plot(comm, acc, marker="o")
+            for r, cx, ay in zip(rows, comm, acc):
+                ax.annotate(r[x], (cx, ay), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.set_title(f"Study {name}: {title}")
+            ax.set_xlabel("communication, Eq. 13 (MiB)")
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("average accuracy after FT 3 (%)")
 
 
 STUDY = Study(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedprune.reproduce.study import Claim, Labels, Point, Study, markdown_table
+from fedprune.reproduce.study import Claim, Labels, Point, Study, figure, markdown_table
 
 TRIPLES = (
     (1.0, 0.0, 0.0),
@@ -243,40 +243,32 @@ def body(table: list[dict]) -> list[str]:
 
 
 def plot(table: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(DATASETS), figsize=(12, 4), sharey=True)
-    names = [f"{a:g},{b:g},{g:g}" for a, b, g in TRIPLES]
-    width = 0.8 / len(SCENARIOS)
-    for ax, dataset in zip(axes, DATASETS):
-        for i, scenario in enumerate(SCENARIOS):
-            rows = {
-                (r["alpha"], r["beta"], r["gamma"]): r
-                for r in table
-                if r["dataset"] == dataset and r["scenario"] == scenario
-            }
-            xs, ours, theirs = [], [], []
-            for j, t in enumerate(TRIPLES):
-                r = rows.get(tuple(_fmt(w) for w in t))
-                if r is None:
-                    continue
-                xs.append(j + (i - 1) * width)
-                ours.append(100 * r["acc"])
-                theirs.append(100 * r["paper_acc"] if r["paper_acc"] is not None else None)
-            ax.bar(xs, ours, width, label=f"{scenario} (ours)")
-            ax.scatter(xs, theirs, color="black", marker="_", s=80, zorder=3)
-        ax.set_xticks(range(len(TRIPLES)), names, rotation=30, fontsize=7)
-        ax.set_title(f"{dataset}: accuracy without fine-tuning (black: paper)")
-        ax.set_xlabel("alpha, beta, gamma")
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("average accuracy (%)")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, len(DATASETS), figsize=(12, 4), sharey=True) as (_, axes):
+        names = [f"{a:g},{b:g},{g:g}" for a, b, g in TRIPLES]
+        width = 0.8 / len(SCENARIOS)
+        for ax, dataset in zip(axes, DATASETS):
+            for i, scenario in enumerate(SCENARIOS):
+                rows = {
+                    (r["alpha"], r["beta"], r["gamma"]): r
+                    for r in table
+                    if r["dataset"] == dataset and r["scenario"] == scenario
+                }
+                xs, ours, theirs = [], [], []
+                for j, t in enumerate(TRIPLES):
+                    r = rows.get(tuple(_fmt(w) for w in t))
+                    if r is None:
+                        continue
+                    xs.append(j + (i - 1) * width)
+                    ours.append(100 * r["acc"])
+                    theirs.append(100 * r["paper_acc"] if r["paper_acc"] is not None else None)
+                ax.bar(xs, ours, width, label=f"{scenario} (ours)")
+                ax.scatter(xs, theirs, color="black", marker="_", s=80, zorder=3)
+            ax.set_xticks(range(len(TRIPLES)), names, rotation=30, fontsize=7)
+            ax.set_title(f"{dataset}: accuracy without fine-tuning (black: paper)")
+            ax.set_xlabel("alpha, beta, gamma")
+            ax.grid(axis="y", alpha=0.3)
+        axes[0].set_ylabel("average accuracy (%)")
+        axes[0].legend(fontsize=7)
 
 
 STUDY = Study(

@@ -16,7 +16,8 @@ import dataclasses
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -220,6 +221,58 @@ def write_csv(table: list[dict], path: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(table)
+
+
+def row_of(table: list[dict], **labels: object) -> dict | None:
+    """The first row whose label columns equal ``labels`` (compared as text, as the table
+    holds them), or None: e.g. ``row_of(table, method="caafp", ft=25)``."""
+    for r in table:
+        if all(r.get(k) == str(v) for k, v in labels.items()):
+            return r
+    return None
+
+
+def value_of(table: list[dict], name: str = "acc", **labels: object) -> float | None:
+    """One measured value of the row :func:`row_of` finds; None where there is no row."""
+    row = row_of(table, **labels)
+    return None if row is None else row.get(name)
+
+
+def near_paper(what: str, ours: float, paper: float, tolerance: float) -> Claim:
+    """The claim "``what`` is about the paper's value", held when within ``tolerance``
+    (all three as fractions; shown in percent)."""
+    return Claim(
+        f"{what} at about {100 * paper:.0f} % (within {100 * tolerance:g} pp)",
+        abs(ours - paper) <= tolerance,
+        f"ours {100 * ours:.1f} %",
+    )
+
+
+def accuracy_section(heading: str, table: list[dict], labels: Sequence[str]) -> list[str]:
+    """A heading and the table of accuracy and fairness (ours, paper's, difference)."""
+    return [
+        f"## {heading}",
+        "",
+        *markdown_table(table, labels, (("acc", "acc %", True), ("fairness", "fairness %", True))),
+    ]
+
+
+@contextmanager
+def figure(path: Path, ncols: int = 1, **subplots: object) -> Iterator[tuple[object, object]]:
+    """A matplotlib figure (headless backend) whose ``(fig, axes)`` the body draws on; saved
+    to ``path`` at 120 dpi and closed when the body ends."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, **subplots)
+    try:
+        yield fig, axes
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def markdown_table(

@@ -227,3 +227,17 @@ def test_data_files_of_an_image_dataset_are_its_four_official_files(tmp_path):
     assert {p.split("/")[-1] for p, _ in files} == {
         images.file_names("mnist", s)[r] for s in images.SPLITS for r in ("images", "labels")
     }
+
+
+def test_row_lookup_compares_labels_as_text_and_near_paper_uses_the_tolerance():
+    table = [
+        {"method": "caafp", "ft": "0", "acc": 0.87},
+        {"method": "caafp", "ft": "25", "acc": 0.95},
+    ]
+    assert S.row_of(table, method="caafp", ft=25) is table[1]
+    assert S.value_of(table, method="caafp", ft=0) == 0.87
+    assert S.value_of(table, method="fedsnip", ft=0) is None
+    inside = S.near_paper("CA-AFP at FT 0", 0.87, 0.88, 0.02)
+    outside = S.near_paper("CA-AFP at FT 0", 0.85, 0.88, 0.02)
+    assert inside.holds and not outside.holds
+    assert "within 2 pp" in inside.text and "85.0 %" in outside.evidence
