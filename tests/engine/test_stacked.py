@@ -189,8 +189,10 @@ def test_unsupported_layer_is_named():
         plan_of(model)
 
 
-def test_finetune_all_reports_test_accuracy_of_each_client():
-    rng = np.random.default_rng(3)
+def _finetune_inputs(seed: int, sizes: tuple[tuple[int, int], ...]) -> tuple:
+    """Random clients ``(id, training windows)`` with 5 test windows each, their start
+    weights and masks, for :func:`finetune_all`."""
+    rng = np.random.default_rng(seed)
     clients = [
         ClientData(
             cid,
@@ -199,10 +201,14 @@ def test_finetune_all_reports_test_accuracy_of_each_client():
             rng.normal(size=(5, *SHAPE)).astype(np.float32),
             rng.integers(0, 4, 5),
         )
-        for cid, n in ((1, 11), (4, 17))
+        for cid, n in sizes
     ]
-    start = {c.client_id: w for c, w in zip(clients, _client_weights(2))}
-    masks = {cid: _masks(w, cid) for cid, w in start.items()}
+    start = {c.client_id: w for c, w in zip(clients, _client_weights(len(clients)))}
+    return clients, start, {cid: _masks(w, cid) for cid, w in start.items()}
+
+
+def test_finetune_all_reports_test_accuracy_of_each_client():
+    clients, start, masks = _finetune_inputs(3, ((1, 11), (4, 17)))
     out = finetune_all(SHAPE, 4, clients, start, masks, [1, 2], seed=0, batch_size=4)
     assert set(out) == {1, 2} and set(out[2]) == {1, 4}
     stack = StackedModel(build_har_cnn(SHAPE, 4), [out[2][c.client_id][1] for c in clients])
@@ -218,19 +224,7 @@ def test_finetune_all_reports_test_accuracy_of_each_client():
 def test_a_length_does_not_depend_on_the_other_lengths_reported():
     """``reproduce finetune`` reports FT 0, 1, 3, ..., 25 from one run; its FT 3 and FT 25
     must be those of a Table 2 run (lengths 3 and 25) of the same seed."""
-    rng = np.random.default_rng(4)
-    clients = [
-        ClientData(
-            cid,
-            rng.normal(size=(n, *SHAPE)).astype(np.float32),
-            rng.integers(0, 4, n),
-            rng.normal(size=(5, *SHAPE)).astype(np.float32),
-            rng.integers(0, 4, 5),
-        )
-        for cid, n in ((2, 9), (5, 13))
-    ]
-    start = {c.client_id: w for c, w in zip(clients, _client_weights(2))}
-    masks = {cid: _masks(w, cid) for cid, w in start.items()}
+    clients, start, masks = _finetune_inputs(4, ((2, 9), (5, 13)))
     few = finetune_all(SHAPE, 4, clients, start, masks, [3, 5], seed=1, batch_size=4)
     many = finetune_all(SHAPE, 4, clients, start, masks, [0, 1, 3, 4, 5], seed=1, batch_size=4)
     for e in (3, 5):
