@@ -251,15 +251,7 @@ def read_npz_array(path: str | os.PathLike, key: str = "arr_0") -> np.ndarray:
             array = archive[key]
     except DataError:
         raise
-    except (
-        OSError,
-        ValueError,
-        EOFError,
-        zipfile.BadZipFile,
-        zlib.error,
-        NotImplementedError,
-        RuntimeError,
-    ) as err:
+    except sources.ZIP_ERRORS as err:
         raise DataError(f"{path}: not a readable npz file ({err})") from None
     return _require_finite(array, str(path))
 

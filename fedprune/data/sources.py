@@ -35,9 +35,26 @@ import shutil
 import sys
 import tempfile
 import urllib.request
+import zipfile
+import zlib
 from pathlib import Path
 
 from fedprune.errors import DataError
+
+# What reading a zip member (or an npz, itself a zip) can raise when the archive is damaged:
+# a bad CRC-32 or header (BadZipFile), damaged deflate data (zlib.error), a truncated stream
+# (EOFError), an I/O error (OSError), a corrupt size or offset (ValueError), a compression
+# method or encryption flag that the official archives do not use (NotImplementedError,
+# RuntimeError). Readers turn each into one DataError line that names the file.
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+)
 
 ENV_DATA_DIR = "FEDPRUNE_DATA_DIR"
 

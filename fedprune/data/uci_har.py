@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -33,20 +32,6 @@ import numpy as np
 from fedprune.data import sources
 from fedprune.data.windows import WindowedDataset
 from fedprune.errors import DataError
-
-# What reading a zip member can raise when the archive is damaged: a bad CRC-32 or header
-# (BadZipFile), damaged deflate data (zlib.error), a truncated stream (EOFError), an I/O error
-# (OSError), a corrupt size or offset (ValueError), a compression method or encryption flag
-# that the official archive does not use (NotImplementedError, RuntimeError).
-_ZIP_ERRORS = (
-    zipfile.BadZipFile,
-    zlib.error,
-    EOFError,
-    OSError,
-    ValueError,
-    NotImplementedError,
-    RuntimeError,
-)
 
 
 def _download_hint() -> str:
@@ -82,7 +67,7 @@ class _Tree:
             return
         try:
             zf = zipfile.ZipFile(path)
-        except _ZIP_ERRORS as err:
+        except sources.ZIP_ERRORS as err:
             raise DataError(
                 f"{path}: not a readable zip archive ({_one_line(err)}); it is truncated or "
                 f"corrupt: {_download_hint()}"
@@ -94,7 +79,7 @@ class _Tree:
                 raise DataError(f"{path}: the archive has no '{ROOT}/' folder")
             try:
                 zf = zipfile.ZipFile(io.BytesIO(zf.read(nested[0])))
-            except _ZIP_ERRORS as err:
+            except sources.ZIP_ERRORS as err:
                 raise DataError(
                     f"{path}: member '{nested[0]}' cannot be read ({_one_line(err)}); the "
                     f"archive is corrupt: {_download_hint()}"
@@ -132,7 +117,7 @@ class _Tree:
             raise DataError(
                 f"{self.path}: '{ROOT}/{rel}' is missing; the UCI-HAR copy is incomplete"
             ) from None
-        except _ZIP_ERRORS as err:
+        except sources.ZIP_ERRORS as err:
             raise DataError(
                 f"{self.path}: member '{self._container}{member}' cannot be read "
                 f"({_one_line(err)}); the archive is corrupt: {_download_hint()}"

@@ -118,7 +118,6 @@ import io
 import os
 import struct
 import zipfile
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import ModuleType
@@ -170,17 +169,6 @@ TABLE_2_DIFFERENCES: dict[str, tuple[tuple[int, int, int], str]] = {
 """Where the readers' (n, d, k) differ from :data:`PAPER_TABLE`: ours, and the cause."""
 
 _UCI_FILES = "https://archive.ics.uci.edu/ml/machine-learning-databases/"
-
-# What reading a zip member can raise when the archive is damaged (see fedprune.data.uci_har).
-_ZIP_ERRORS = (
-    zipfile.BadZipFile,
-    zlib.error,
-    EOFError,
-    OSError,
-    ValueError,
-    NotImplementedError,
-    RuntimeError,
-)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -431,7 +419,7 @@ def _read_hcv(name: str, paths: Sequence[Path], target: str) -> tuple[np.ndarray
             raw = zf.read(members[0])
     except DataError:
         raise
-    except _ZIP_ERRORS as err:
+    except sources.ZIP_ERRORS as err:
         raise DataError(
             f"{archive}: not a readable zip archive ({_one_line(err)}); it is truncated or "
             f"corrupt, {hint}"

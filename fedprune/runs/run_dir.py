@@ -109,6 +109,13 @@ class RunDir:
         else:
             write_json(self.path / CONFIG, self.config)
 
+    @classmethod
+    def existing(cls, path: str | os.PathLike, config: Mapping) -> RunDir | None:
+        """The run already in ``path`` (its ``config.json`` checked against ``config``), or
+        ``None`` where ``path`` holds none yet. Callers make a new :class:`RunDir` only once
+        their data and parameters are checked, so bad input leaves no directory behind."""
+        return cls(path, config) if recorded_config(path) is not None else None
+
     # --- summary -----------------------------------------------------------------------
     @property
     def finished(self) -> bool:

@@ -29,7 +29,7 @@ from fedprune.data.rotated_partition import RotatedFederatedData, partition_rota
 from fedprune.engine import per_client
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.models.spec import ModelSpec
-from fedprune.runs import RunDir, recorded_config
+from fedprune.runs import RunDir
 
 MB = 1e6
 DELTA = 1e-5  # δ of the reported (ε, δ) (the paper's value is lost from our copy)
@@ -153,7 +153,7 @@ def run_clustered_images(
 ) -> dict:
     """Run (or resume, or return the finished) run in ``out``; returns the summary."""
     recorded = config.recorded()
-    run = RunDir(out, recorded) if recorded_config(out) is not None else None
+    run = RunDir.existing(out, recorded)
     if run is not None and run.finished:
         return run.read_summary()
     fed = build_federation(config, None if data_dir is None else str(data_dir))

@@ -31,7 +31,7 @@ from fedprune.configs.fedcref import FedCRefRunConfig, SystemConfig
 from fedprune.data.clustered_partition import ClientImages, dirty_uniform, partition_clients
 from fedprune.data.images import load_images
 from fedprune.engine.loop import Step, run_rounds
-from fedprune.runs import CHECKPOINT, RunDir, artefacts, recorded_config
+from fedprune.runs import CHECKPOINT, RunDir, artefacts
 from fedprune.runs.deploy import DeployManifest, image_clients_recipe
 from fedprune.runs.names import COMMUNITY_MODELS
 
@@ -71,7 +71,7 @@ def run_fedcref_experiment(
     """Run (or resume, or return the finished) experiment in ``out``; returns the summary."""
     system, params = config.system(), config.algorithm()
     recorded = config.recorded()
-    run = RunDir(out, recorded) if recorded_config(out) is not None else None
+    run = RunDir.existing(out, recorded)
     if run is not None and run.finished:
         return run.read_summary()
     # the system is built (and its parameters checked) before config.json is written, so an

@@ -31,7 +31,7 @@ from fedprune.algorithms.fedhire.algorithm import (
 from fedprune.algorithms.fedhire.partition import make_split
 from fedprune.configs.fedhire import FedHireConfig
 from fedprune.data.uci_tabular import load_tabular
-from fedprune.runs import RunDir, recorded_config
+from fedprune.runs import RunDir
 
 
 def run_fedhire(
@@ -42,7 +42,7 @@ def run_fedhire(
 ) -> dict:
     """Run (or return the finished) run in ``out``; returns the summary."""
     recorded = config.recorded()
-    run = RunDir(out, recorded) if recorded_config(out) is not None else None
+    run = RunDir.existing(out, recorded)
     if run is not None and run.finished:
         return run.read_summary()
     wall, cpu = time.perf_counter(), time.process_time()

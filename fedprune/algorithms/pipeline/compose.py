@@ -55,7 +55,7 @@ def run_pipeline(
         raise ConfigError(f"{config.method}: T2 > 0 needs a mask policy")
     config = with_protocol(config, recorded_config(out))
     record = as_recorded(out, dataclasses.asdict(config), ADDED_LATER)
-    run = RunDir(out, record) if recorded_config(out) is not None else None
+    run = RunDir.existing(out, record)
     if run is not None and run.finished:
         return run.read_summary()
     t0, t1, t2 = config.phases
