@@ -39,6 +39,13 @@ def train_command(method: str, target: Path, *args: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "fedprune.cli", "train", method, *args, "--out", str(target))
 
 
+def _say(line: str) -> None:
+    """One progress line in one write: ``print`` writes the text and its newline separately,
+    so the lines of two training threads could run together ("...: done[30/60] ...")."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
     """Train every unfinished job; returns the wall time (s)."""
     start = time.perf_counter()
@@ -47,9 +54,9 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
     def train(index: int, job: Job) -> None:
         label = f"[{index}/{total}] {job.label}"
         if is_finished(job.target):
-            print(f"{label}: done", file=sys.stderr)
+            _say(f"{label}: done")
             return
-        print(f"{label}: training", file=sys.stderr, flush=True)
+        _say(f"{label}: training")
         if parallel == 1:
             code = subprocess.run(job.command, stdout=subprocess.DEVNULL).returncode
         else:
@@ -60,7 +67,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
                 ).returncode
         if code != 0:
             raise ConfigError(f"{label} failed (exit {code}); see {job.target}")
-        print(f"{label}: finished", file=sys.stderr, flush=True)
+        _say(f"{label}: finished")
 
     if parallel == 1:
         for i, job in enumerate(jobs, 1):
@@ -88,4 +95,4 @@ def report_progress(dirs: Sequence[Path]) -> None:
             last = rows[-1]
             step = "round" if "round" in last else "iteration"
             phase = f", phase {last['phase']}" if "phase" in last else ""
-            print(f"  {path.name}: {step} {last.get(step)}{phase}", file=sys.stderr, flush=True)
+            _say(f"  {path.name}: {step} {last.get(step)}{phase}")
