@@ -12,11 +12,13 @@ FedSNIP on UCI-HAR), so the Makefile's reproductions use ``--jobs 2``.
 from __future__ import annotations
 
 import dataclasses
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from fedprune.errors import ConfigError, DataError
@@ -47,39 +49,87 @@ def _say(line: str) -> None:
 
 
 def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
-    """Train every unfinished job; returns the wall time (s)."""
+    """Train every unfinished job; returns the wall time (s).
+
+    The first failed job, or Ctrl-C, stops the reproduction: jobs not yet started are
+    cancelled, and running children get SIGINT (if Ctrl-C's own SIGINT has not already ended
+    them within a grace period), so they checkpoint and the command resumes later. Before,
+    ``--jobs 2`` went on starting new runs after Ctrl-C until the whole grid was done."""
     start = time.perf_counter()
     total = len(jobs)
+    children = _Children()
 
     def train(index: int, job: Job) -> None:
         label = f"[{index}/{total}] {job.label}"
         if is_finished(job.target):
             _say(f"{label}: done")
             return
+        if children.stopping.is_set():
+            return
         _say(f"{label}: training")
         if parallel == 1:
-            code = subprocess.run(job.command, stdout=subprocess.DEVNULL).returncode
+            code = children.run(job.command, subprocess.DEVNULL)
         else:
             job.target.mkdir(parents=True, exist_ok=True)
             with open(job.target / "train.log", "ab") as log:
-                code = subprocess.run(
-                    [*job.command, "--no-progress"], stdout=log, stderr=subprocess.STDOUT
-                ).returncode
+                code = children.run([*job.command, "--no-progress"], log, subprocess.STDOUT)
+        if code != 0:  # stop before this thread takes the next job
+            children.stopping.set()
+        if code in (130, -signal.SIGINT):
+            raise KeyboardInterrupt
         if code != 0:
             raise ConfigError(f"{label} failed (exit {code}); see {job.target}")
         _say(f"{label}: finished")
 
-    if parallel == 1:
-        for i, job in enumerate(jobs, 1):
-            train(i, job)
-    else:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            futures = [pool.submit(train, i, job) for i, job in enumerate(jobs, 1)]
-            while wait(futures, timeout=30).not_done:
-                report_progress([job.target for job in jobs])
-            for future in futures:
-                future.result()
+    pool = ThreadPoolExecutor(max_workers=parallel)
+    futures = [pool.submit(train, i, job) for i, job in enumerate(jobs, 1)]
+    try:
+        while True:
+            done, pending = wait(futures, timeout=30, return_when=FIRST_EXCEPTION)
+            for future in done:
+                future.result()  # the first failure (or interrupt) is raised here
+            if not pending:
+                break
+            report_progress([job.target for job in jobs])
+    except BaseException:
+        children.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return time.perf_counter() - start
+
+
+class _Children:
+    """The running ``fedprune train`` children, so a stop can reach them."""
+
+    GRACE_S = 5.0  # Ctrl-C reaches the children too; they end in well under a second
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+
+    def run(self, command: Sequence[str], stdout: object, stderr: object = None) -> int:
+        child = subprocess.Popen(command, stdout=stdout, stderr=stderr)
+        with self._lock:
+            self._running.add(child)
+        try:
+            return child.wait()
+        finally:
+            with self._lock:
+                self._running.discard(child)
+
+    def stop(self) -> None:
+        """No new child starts; a child still running after the grace period gets SIGINT."""
+        self.stopping.set()
+        deadline = time.monotonic() + self.GRACE_S
+        with self._lock:
+            running = list(self._running)
+        for child in running:
+            try:
+                child.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGINT)
 
 
 def report_progress(dirs: Sequence[Path]) -> None:

@@ -57,7 +57,7 @@ def test_aggregate_means_over_seeds_and_writes_outputs(tmp_path):
 def test_finished_runs_are_not_retrained(tmp_path, monkeypatch):
     row = T.ROWS[0]
     _fake_run(tmp_path, row, "wisdm", 0, 0.9)
-    monkeypatch.setattr(T.runner.subprocess, "run", lambda *a, **k: pytest.fail("retrained"))
+    monkeypatch.setattr(T.runner._Children, "run", lambda *a, **k: pytest.fail("retrained"))
     T.run_all(tmp_path, [0], None, rows=(row,), datasets=("wisdm",))
 
 
@@ -65,11 +65,11 @@ def test_finished_runs_are_not_retrained(tmp_path, monkeypatch):
 def test_missing_runs_are_trained_with_their_commands(tmp_path, monkeypatch, jobs):
     calls = []
 
-    def fake_run(command, **kwargs):
+    def fake_run(self, command, *streams):
         calls.append(command)
-        return type("Done", (), {"returncode": 0})()
+        return 0
 
-    monkeypatch.setattr(T.runner.subprocess, "run", fake_run)
+    monkeypatch.setattr(T.runner._Children, "run", fake_run)
     T.run_all(tmp_path, [0, 1], "/data", rows=T.ROWS[-1:], datasets=("wisdm",), jobs=jobs)
     assert len(calls) == 2
     assert all(c[c.index("--phases") + 1] == "15,15,20" for c in calls)
@@ -78,9 +78,7 @@ def test_missing_runs_are_trained_with_their_commands(tmp_path, monkeypatch, job
 
 
 def test_failed_run_is_one_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        T.runner.subprocess, "run", lambda *a, **k: type("Failed", (), {"returncode": 3})()
-    )
+    monkeypatch.setattr(T.runner._Children, "run", lambda *a, **k: 3)
     with pytest.raises(T.runner.ConfigError, match="failed \\(exit 3\\)"):
         T.run_all(tmp_path, [0], None, rows=T.ROWS[:1], datasets=("wisdm",))
 

@@ -1,0 +1,81 @@
+"""The reproduction runner stops at the first failure or Ctrl-C instead of training on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from fedprune.errors import ConfigError
+from fedprune.reproduce import runner
+
+
+def _job(tmp_path, name: str, code: str) -> runner.Job:
+    """A job whose 'training' is a Python snippet; it writes ``started`` in its directory."""
+    target = tmp_path / name
+    script = f"import pathlib, sys, time\npathlib.Path({str(target)!r}, 'started').touch()\n{code}"
+    return runner.Job(name, (sys.executable, "-c", script), target)
+
+
+def test_a_failed_job_stops_the_others_and_cancels_the_pending(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner._Children, "GRACE_S", 1.0)
+    slow = _job(tmp_path, "slow", "time.sleep(60)")
+    failing = _job(tmp_path, "failing", "time.sleep(0.5); sys.exit(3)")
+    pending = _job(tmp_path, "pending", "pass")
+    for job in (slow, failing, pending):
+        job.target.mkdir()
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match=r"\[2/3\] failing failed \(exit 3\)"):
+        runner.run_jobs([slow, failing, pending], parallel=2)
+    # the slow child got SIGINT after the grace period instead of running its 60 s
+    assert time.monotonic() - t0 < runner._Children.GRACE_S + 10
+    assert (slow.target / "started").exists()
+    assert not (pending.target / "started").exists()
+
+
+def test_an_interrupted_child_is_an_interrupt_not_a_failure(tmp_path):
+    job = _job(tmp_path, "interrupted", "sys.exit(130)")
+    job.target.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_jobs([job, _job(tmp_path, "next", "pass")], parallel=1)
+    assert not (tmp_path / "next").exists()
+
+
+def test_ctrl_c_stops_a_parallel_reproduction(tmp_path):
+    """SIGINT to the runner's process group, as Ctrl-C sends it: the running children end,
+    the pending job never starts, and the runner exits with KeyboardInterrupt."""
+    program = textwrap.dedent(
+        f"""
+        import pathlib, sys
+        from fedprune.reproduce import runner
+        root = pathlib.Path({str(tmp_path)!r})
+        def job(name, code):
+            target = root / name
+            target.mkdir()
+            mark = f"pathlib.Path({{str(target)!r}}, 'started').touch()"
+            script = f"import pathlib, time\\n{{mark}}\\n{{code}}"
+            return runner.Job(name, (sys.executable, "-c", script), target)
+        try:
+            runner.run_jobs([job("a", "time.sleep(60)"), job("b", "time.sleep(60)"),
+                             job("c", "pass")], parallel=2)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(130)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", program], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 30
+    while not ((tmp_path / "a" / "started").exists() and (tmp_path / "b" / "started").exists()):
+        assert time.monotonic() < deadline, "the two jobs did not start"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in out
+    assert not (tmp_path / "c" / "started").exists()
