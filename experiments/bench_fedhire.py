@@ -4,13 +4,18 @@
 Letter Recognition on the authors' 8 client splits (14,000 objects, 16 features), seed 0:
 
 * n: every client keeps the first fraction f of its rows, f in 1/8, 1/4, 1/2, 1;
-* d: all rows, the first d features, d in 2, 4, 8, 16.
+* d: all rows, the first d features, d in 2, 4, 8, 16;
+* N by clients (the paper's Fig. 6a varies N = sum of n^(l); this is the reading in which the
+  per-client size, and so k0 = 0.5 n^(l), stays put): each of the 8 clients cut into 4
+  contiguous quarters (32 clients of ~437 objects), L in 4, 8, 16, 32 of them, taken a quarter
+  of every client at a time.
 
 Each point is the CPU seconds of one ``fed_hire`` call (median of ``--repeats``), printed as a
 table and plotted to ``--plot`` (default ``results/fedhire_scaling.png``; the figure in
 ``docs/`` is a copy of one such run) with a straight line through the origin and the largest
 point, for comparison. Note that k0 = 0.5 n per client, so
-the paper's O(M d k0 N) is quadratic in n when M (epochs) stays put; the measurement says which.
+the paper's O(M d k0 N) is quadratic in n when the clients grow and M (epochs) stays put, and
+linear in N when N grows by clients of a fixed size; the measurements say which.
 
     python experiments/bench_fedhire.py [--data-dir DIR] [--repeats 3] [--plot PATH]
 """
@@ -31,6 +36,15 @@ from fedprune.data.uci_tabular import load_tabular
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)
 FEATURES = (2, 4, 8, 16)
+CLIENT_COUNTS = (4, 8, 16, 32)
+QUARTERS = 4
+
+
+def quarter_clients(clients: list[np.ndarray]) -> list[np.ndarray]:
+    """Every client cut into ``QUARTERS`` contiguous parts, ordered quarter-major: the first
+    ``len(clients)`` are the first quarter of every client, and so on."""
+    parts = [np.array_split(x, QUARTERS) for x in clients]
+    return [p[q] for q in range(QUARTERS) for p in parts]
 
 
 def cpu_seconds(clients: list[np.ndarray], k_star: int, repeats: int) -> float:
@@ -68,16 +82,25 @@ def main(argv: list[str] | None = None) -> int:
     for d in FEATURES:
         by_d.append((d, cpu_seconds([x[:, :d] for x in clients], k, args.repeats)))
         print(f"n = {by_n[-1][0]:6d}  d = {d:2d}  CPU {by_d[-1][1]:6.2f} s", flush=True)
+    small = quarter_clients(clients)
+    by_clients = []
+    for count in CLIENT_COUNTS:
+        part = small[:count]
+        n = sum(len(x) for x in part)
+        by_clients.append((n, cpu_seconds(part, k, args.repeats)))
+        seconds = by_clients[-1][1]
+        print(f"L = {count:2d} clients, N = {n:6d}  d = 16  CPU {seconds:6.2f} s", flush=True)
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for ax, points, label in (
-        (axes[0], by_n, "objects n (d = 16)"),
+        (axes[0], by_n, "objects n, 8 clients growing (d = 16)"),
         (axes[1], by_d, "features d (all n)"),
+        (axes[2], by_clients, f"objects N, {CLIENT_COUNTS[0]}-{CLIENT_COUNTS[-1]} clients of ~437"),
     ):
         xs, ys = zip(*points)
         ax.plot(xs, ys, "o-", label="measured")

@@ -89,6 +89,18 @@ def test_help_loads_no_tensorflow():
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_python_dash_m_is_the_fedprune_command():
+    proc = subprocess.run(
+        [sys.executable, "-m", "fedprune", "train", "no-such-method"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fedprune train: error:") and "no-such-method" in last
+
+
 def test_bad_option_value_is_one_line_before_anything_is_made(tmp_path, capsys):
     from fedprune.cli import main
 
