@@ -47,13 +47,20 @@ def quarter_clients(clients: list[np.ndarray]) -> list[np.ndarray]:
     return [p[q] for q in range(QUARTERS) for p in parts]
 
 
-def cpu_seconds(clients: list[np.ndarray], k_star: int, repeats: int) -> float:
+def cpu_seconds(clients: list[np.ndarray], k_star: int, repeats: int) -> tuple[float, str]:
+    """Median CPU seconds of ``repeats`` runs, and the last run's split (clients / server
+    CPU seconds, FCPL epochs summed over clients, client milliseconds per epoch)."""
     times = []
     for _ in range(repeats):
         start = time.process_time()
-        fed_hire(clients, k_star, seed=0)
+        result = fed_hire(clients, k_star, seed=0)
         times.append(time.process_time() - start)
-    return statistics.median(times)
+    epochs = sum(result.client_epochs)
+    split = (
+        f"clients {result.cpu_s_clients:6.2f} s, server {result.cpu_s_server:6.2f} s, "
+        f"{epochs:5d} epochs, {1000 * result.cpu_s_clients / max(epochs, 1):5.1f} ms/epoch"
+    )
+    return statistics.median(times), split
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,20 +83,22 @@ def main(argv: list[str] | None = None) -> int:
     by_n = []
     for f in FRACTIONS:
         part = [x[: max(2, int(round(f * len(x))))] for x in clients]
-        by_n.append((sum(len(x) for x in part), cpu_seconds(part, k, args.repeats)))
-        print(f"n = {by_n[-1][0]:6d}  d = 16  CPU {by_n[-1][1]:6.2f} s", flush=True)
+        seconds, split = cpu_seconds(part, k, args.repeats)
+        by_n.append((sum(len(x) for x in part), seconds))
+        print(f"n = {by_n[-1][0]:6d}  d = 16  CPU {seconds:6.2f} s ({split})", flush=True)
     by_d = []
     for d in FEATURES:
-        by_d.append((d, cpu_seconds([x[:, :d] for x in clients], k, args.repeats)))
-        print(f"n = {by_n[-1][0]:6d}  d = {d:2d}  CPU {by_d[-1][1]:6.2f} s", flush=True)
+        seconds, split = cpu_seconds([x[:, :d] for x in clients], k, args.repeats)
+        by_d.append((d, seconds))
+        print(f"n = {by_n[-1][0]:6d}  d = {d:2d}  CPU {seconds:6.2f} s ({split})", flush=True)
     small = quarter_clients(clients)
     by_clients = []
     for count in CLIENT_COUNTS:
         part = small[:count]
         n = sum(len(x) for x in part)
-        by_clients.append((n, cpu_seconds(part, k, args.repeats)))
-        seconds = by_clients[-1][1]
-        print(f"L = {count:2d} clients, N = {n:6d}  d = 16  CPU {seconds:6.2f} s", flush=True)
+        seconds, split = cpu_seconds(part, k, args.repeats)
+        by_clients.append((n, seconds))
+        print(f"L = {count:2d}, N = {n:6d}  d = 16  CPU {seconds:6.2f} s ({split})", flush=True)
 
     import matplotlib
 

@@ -37,6 +37,7 @@ Paper sentences and how they are read:
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -142,7 +143,10 @@ class ServerResult:
 class FedHireResult:
     """labels: per client (n_l,) int64 in ``0..k*-1``; clusterlets per client (``k^(l)``);
     hierarchy ``k`` per kept level (``level_ks``) and the full trace; failed server attempts;
-    communication in bytes (4 per value)."""
+    communication in bytes (4 per value); each client's FCPL epochs (Algorithm 1's M) and the
+    CPU seconds (``time.process_time``) of the client steps together and of the server step,
+    the two sides of §3.5's cost (measured in one process; a real federation runs the client
+    steps in parallel)."""
 
     labels: list[np.ndarray]
     clusterlets: list[int]
@@ -154,6 +158,9 @@ class FedHireResult:
     bytes_uploaded_padded: int
     bytes_downloaded: int
     server: ServerResult
+    client_epochs: list[int]
+    cpu_s_clients: float
+    cpu_s_server: float
 
 
 def check_client_data(client_data: list[np.ndarray]) -> list[np.ndarray]:
@@ -279,13 +286,16 @@ def fed_hire(
     config = FedHireParams(**params)  # type: ignore[arg-type]
     data = check_client_data(client_data)
     children = np.random.SeedSequence(seed).spawn(len(data) + 1)
+    start = time.process_time()
     local = [
         client_step(x, np.random.default_rng(child), config, k_star)
         for x, child in zip(data, children[:-1])
     ]
     width = max(c.centroids.shape[0] for c in local)
     payloads = [upload_payload(c, width) for c in local]
+    clients_done = time.process_time()
     server = server_step(payloads, k_star, np.random.default_rng(children[-1]), config)
+    server_done = time.process_time()
     labels = [client_labels(c, a) for c, a in zip(local, server.assignments)]
     d = data[0].shape[1]
     ks = [c.centroids.shape[0] for c in local]
@@ -301,4 +311,7 @@ def fed_hire(
         bytes_uploaded_padded=len(local) * width * (4 * d + 1),
         bytes_downloaded=4 * sum(ks),
         server=server,
+        client_epochs=[c.epochs for c in local],
+        cpu_s_clients=clients_done - start,
+        cpu_s_server=server_done - clients_done,
     )

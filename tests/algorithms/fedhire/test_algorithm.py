@@ -35,6 +35,16 @@ def test_three_blobs(blob_run):
     assert result.bytes_downloaded == 4 * sum(result.clusterlets)
 
 
+def test_cost_split_counts_each_client_and_stays_within_the_call():
+    data, _ = blobs()
+    start = time.process_time()
+    result = fedhire.fed_hire(data, 3, seed=1)
+    total = time.process_time() - start
+    assert len(result.client_epochs) == len(data) and min(result.client_epochs) >= 1
+    assert result.cpu_s_clients > 0 and result.cpu_s_server > 0
+    assert result.cpu_s_clients + result.cpu_s_server <= total
+
+
 def test_three_blobs_are_found_better_than_chance_over_seeds():
     """Measured with the default readings: ARI 0.48, 0.26, 0.72, 0.23, 0.69 on seeds 0-4.
     The hierarchy's top level keeps 5-10 sub-clusters of the three blobs, and Eq. 13 gives
