@@ -22,13 +22,14 @@ import tensorflow_federated as tff
 
 
 def local_loss(
-    model: tff.learning.models.VariableModel, batch: object
+    model: tff.learning.models.VariableModel, batch: object, training: bool = True
 ) -> tuple[tff.learning.models.BatchOutput, tf.Tensor]:
-    """Eq. 1: L_k^CE(w; batch) = -1/|batch| sum log p(y|x), with dropout on (training).
+    """Eq. 1: L_k^CE(w; batch) = -1/|batch| sum log p(y|x), with dropout on when
+    ``training`` (local steps) and off otherwise (the score statistics' gradient).
 
     Returns the forward pass (predictions for the accuracy metric) and the loss.
     """
-    out = model.forward_pass(batch, training=True)
+    out = model.forward_pass(batch, training=training)
     return out, out.loss
 
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.registry import load_federated
@@ -72,6 +73,30 @@ def test_statistics_are_means_over_clients(tff_context, setup):
     kernel = next(i for i, w in enumerate(w0) if w.ndim > 1)
     assert np.count_nonzero(np.asarray(stats["grad"][kernel])[mask[kernel] == 0]) > 0
     assert np.all(np.asarray(stats["w"][kernel])[mask[kernel] == 0] == 0)
+
+
+def test_statistics_gradient_is_eq5_over_all_examples_with_dropout_off(tff_context, setup):
+    """Reference: Keras on the whole client at once, training=False (no dropout), the mean
+    cross entropy plus the gradient lambda (w - anchor) of the proximal term."""
+    data, spec, mask, w0 = setup
+    prox = 0.5
+    anchor = [w + 0.01 for w in w0]
+    process = build_learning_process(
+        spec, LocalTraining(1, prox=prox, masked=True, statistics=True)
+    )
+    client = data.clients[0]
+    _, out = _round(process, w0, mask, anchor, [client])
+    got = out.metrics["client_work"]["statistics"]["grad"]
+
+    model = spec.keras()
+    model.set_weights([np.asarray(w) for w in w0])  # every weight of this model is trainable
+    x = tf.constant(client.x_train)
+    y = tf.constant(client.y_train)
+    with tf.GradientTape() as tape:
+        loss = spec.loss()(y, model(x, training=False))
+    ce = tape.gradient(loss, model.trainable_variables)
+    for g, c, w, a in zip(got, ce, w0, anchor):
+        np.testing.assert_allclose(g, c.numpy() + prox * (w - a), rtol=1e-4, atol=1e-6)
 
 
 def test_proximal_term_pulls_towards_anchor(tff_context, setup):
