@@ -113,9 +113,11 @@ def bridge(a: socket.socket, b: socket.socket) -> None:
     threading.Thread(target=backward, daemon=True).start()
 
 
-def _wait_listening(port: int, worker: subprocess.Popen, timeout: float) -> None:
+def _wait_listening(
+    port: int, worker: subprocess.Popen, timeout: float, stop: _StopSignals
+) -> None:
     deadline = time.monotonic() + timeout
-    while True:
+    while not stop:
         if worker.poll() is not None:
             raise RuntimeError(f"worker_binary exited with status {worker.returncode}")
         try:
@@ -140,14 +142,26 @@ def _unix_server(path: str) -> socket.socket:
     return server
 
 
-class _Stop(Exception):
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
+class _StopSignals:
+    """Records SIGTERM/SIGINT instead of raising from the handler.
 
+    An exception raised by a signal handler can land anywhere, including the first line of
+    the ``finally`` that removes the socket (seen once in CI: a parent killed with -9 left its
+    socket directory behind). Recording the signal and letting the loops poll it keeps the
+    clean-up out of reach of the signal; the loops wake at least every 0.5 s.
+    """
 
-def _on_signal(signum: int, frame: object) -> None:
-    raise _Stop(signum)
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._record)
+
+    def _record(self, signum: int, frame: object) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
 
 
 def _stop_worker(worker: subprocess.Popen) -> None:
@@ -161,9 +175,11 @@ def _stop_worker(worker: subprocess.Popen) -> None:
 
 
 def serve(socket_path: str, parent_pid: int, command: Sequence[str], timeout: float) -> int:
-    """Start the worker on the namespace loopback and forward ``socket_path`` to it."""
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    """Start the worker on the namespace loopback and forward ``socket_path`` to it.
+
+    Returns 128 + the signal that stopped it (the shell's convention, read by
+    ``WorkerProcess.ended()``), or 1 if the worker could not start or exited."""
+    stop = _StopSignals()
     die_with_parent(signal.SIGTERM)
     if parent_pid and os.getppid() != parent_pid:  # the parent died before prctl
         return 1
@@ -179,13 +195,15 @@ def serve(socket_path: str, parent_pid: int, command: Sequence[str], timeout: fl
             close_fds=True,
             preexec_fn=die_with_parent,
         )
-        _wait_listening(port, worker, timeout)
+        _wait_listening(port, worker, timeout, stop)
+        if stop:
+            return 128 + stop.signum
         server = _unix_server(socket_path)
         os.write(1, f"ready {worker.pid}\n".encode())
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)  # the parent stops reading; nothing else may go there
         os.close(devnull)
-        while worker.poll() is None:
+        while worker.poll() is None and not stop:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
@@ -198,15 +216,16 @@ def serve(socket_path: str, parent_pid: int, command: Sequence[str], timeout: fl
                 continue
             upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             bridge(conn, upstream)
+        if stop:
+            return 128 + stop.signum
         print(f"worker_sandbox: worker_binary exited ({worker.returncode})", file=sys.stderr)
         return 1
-    except _Stop as stop:
-        return 128 + stop.signum  # the shell's convention, read by WorkerProcess.ended()
     except (RuntimeError, OSError) as err:
+        if stop:
+            return 128 + stop.signum
         print(f"worker_sandbox: {err}", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if worker is not None:
             _stop_worker(worker)
         if server is not None:

@@ -19,7 +19,7 @@ CHILD = textwrap.dedent(
     import tensorflow_federated as tff
     from fedprune.engine import execution
 
-    targets = execution.install(num_local_workers=int(sys.argv[1]))
+    targets = execution.install(num_local_workers=int(sys.argv[1]), log_dir=sys.argv[3])
 
     @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
     def mean(x):
@@ -49,9 +49,9 @@ def _pids(output: str) -> list[int]:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_piped_run_returns_and_leaves_no_worker(workers):
+def test_piped_run_returns_and_leaves_no_worker(workers, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(workers), "exit"],
+        [sys.executable, "-c", CHILD, str(workers), "exit", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=180,  # a leaked worker holding the pipe would hang here: TimeoutExpired
@@ -63,9 +63,9 @@ def test_piped_run_returns_and_leaves_no_worker(workers):
     assert all(_gone(pid) for pid in pids)
 
 
-def test_worker_dies_when_python_is_killed():
+def test_worker_dies_when_python_is_killed(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "1", "hang"],
+        [sys.executable, "-c", CHILD, "1", "hang", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -91,7 +91,8 @@ def test_worker_dies_when_python_is_killed():
         deadline = time.monotonic() + 5
         while any(s.parent.exists() for s in sockets) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(s.parent.exists() for s in sockets)
+        log = (tmp_path / "worker-0.log").read_text(errors="replace")[-2000:]
+        assert not any(s.parent.exists() for s in sockets), f"forwarder's log:\n{log}"
     finally:
         proc.kill()
 

@@ -325,6 +325,56 @@ def test_local_worker_has_no_host_port_and_computes(no_leftovers):
     assert not sock.parent.exists()
 
 
+# A stand-in for worker_binary: sleeps argv[1] seconds, then listens on --port=N (last arg).
+STAND_IN_WORKER = (
+    "import socket, sys, time\n"
+    "time.sleep(float(sys.argv[1]))\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[-1].split('=')[1]))); s.listen()\n"
+    "time.sleep(600)\n"
+)
+
+
+def _sandboxed_stand_in(directory: Path, start_delay: float) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            *("unshare", "--user", "--map-root-user", "--net"),
+            *(sys.executable, "-m", "fedprune.engine.worker_sandbox"),
+            *("--socket", str(directory / "worker.sock"), "--parent-pid", str(os.getpid())),
+            *("--", sys.executable, "-c", STAND_IN_WORKER, str(start_delay)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("when", ["serving", "starting"])
+def test_sigterm_stops_the_forwarder_and_removes_its_socket_directory(tmp_path, when):
+    """SIGTERM (what the forwarder gets when its parent dies) while it forwards, or while the
+    worker has not listened yet: exit 128 + 15, the worker gone, no socket directory left."""
+    _sandbox_or_skip()
+    directory = tmp_path / "private"
+    directory.mkdir(mode=0o700)
+    forwarder = _sandboxed_stand_in(directory, start_delay=0.0 if when == "serving" else 30.0)
+    try:
+        worker = None
+        if when == "serving":
+            line = forwarder.stdout.readline()
+            assert line.startswith("ready "), forwarder.stderr.read()
+            worker = int(line.split()[1])
+            assert (directory / "worker.sock").exists()
+        else:
+            time.sleep(1.0)
+        forwarder.send_signal(signal.SIGTERM)
+        assert forwarder.wait(15) == 128 + signal.SIGTERM, forwarder.stderr.read()
+    finally:
+        forwarder.kill()
+        forwarder.wait()
+    assert not directory.exists()
+    if worker is not None:
+        assert _wait_gone([worker])
+
+
 @pytest.mark.slow
 def test_killing_the_forwarder_kills_the_worker(tmp_path):
     _sandbox_or_skip()
