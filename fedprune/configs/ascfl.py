@@ -23,7 +23,13 @@ from fedprune.errors import ConfigError
 IMAGE_DATASETS = ("mnist", "fashion_mnist", "emnist_digits")
 IMAGE_MODELS = ("image_cnn", "image_cnn_small")
 WITHOUT = ("incentive", "adjustment", "low-rank")
-ADMISSION = ("absolute_gain", "relative_gain", "accuracy_floor", "similarity_gate")
+ADMISSION = (
+    "absolute_gain",
+    "relative_gain",
+    "accuracy_floor",
+    "similarity_gate",
+    "retained_ratio",
+)
 UNIT = interval(0, 1, low_open=True)
 # --scale: (model, rounds, local epochs)
 SCALES = {"scaled": ("image_cnn_small", 30, 1), "paper": ("image_cnn", 100, 10)}
@@ -88,7 +94,9 @@ class ClusteredImageConfig(Config):
         default_text="none",
     )
     theta: float = param(
-        0.85, help="positive-incentive threshold (accuracy_floor, " "similarity_gate)", rule=UNIT
+        0.85,
+        help="positive-incentive threshold (accuracy_floor, similarity_gate, " "retained_ratio)",
+        rule=UNIT,
     )
     admission: str = param("absolute_gain", help="incentive admission rule", rule=one_of(ADMISSION))
     gain: float = param(0.03, help="accuracy gain a new member must bring", rule=FRACTION)

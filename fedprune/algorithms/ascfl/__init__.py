@@ -32,7 +32,8 @@ sentence it reads, then the choice (the module docstrings give details and optio
    0.6% accuracy gain" is 0.915 -> 0.921); ``relative_gain`` is the option.
 6. "The positive incentive threshold θ ... determines whether a client is admitted ... based
    on its performance contribution" (4.4.2), θ = 0.85: options ``accuracy_floor`` (accuracy
-   >= θ and improves) and ``similarity_gate`` (mean cosine to members >= θ and improves).
+   >= θ and improves), ``similarity_gate`` (mean cosine to members >= θ and improves) and
+   ``retained_ratio`` (accuracy with the client >= θ x accuracy without it).
 7. "only the top 20% most similar clients are evaluated" (3.2.1): ceil(0.2 N) unassigned
    clients most similar to the seed (N = all clients; option: the unassigned ones).
 8. "it is expanded with the greedy incentive test until no more positives are found"

@@ -55,12 +55,15 @@ from fedprune import checks
 from fedprune.algorithms.ascfl._arrays import similarity_matrix, weights_from_sizes
 from fedprune.errors import ConfigError
 
-AdmissionRule = Literal["absolute_gain", "relative_gain", "accuracy_floor", "similarity_gate"]
+AdmissionRule = Literal[
+    "absolute_gain", "relative_gain", "accuracy_floor", "similarity_gate", "retained_ratio"
+]
 ADMISSION_RULES: tuple[str, ...] = (
     "absolute_gain",
     "relative_gain",
     "accuracy_floor",
     "similarity_gate",
+    "retained_ratio",
 )
 CandidateBase = Literal["all", "unassigned"]
 CANDIDATE_BASES: tuple[str, ...] = ("all", "unassigned")
@@ -92,18 +95,22 @@ def admits(
     accuracy goes from ``current`` to ``candidate`` by its inclusion?
 
     ``similarity`` (the candidate's mean cosine similarity to the members) is needed by
-    ``"similarity_gate"`` only. See the module docstring for the four rules.
+    ``"similarity_gate"`` only. See the module docstring for the five rules.
 
     >>> admits("absolute_gain", 0.70, 0.73)  # +3 points
     True
     >>> admits("relative_gain", 0.70, 0.72)  # 0.72 < 1.03 * 0.70 = 0.721
     False
+    >>> admits("retained_ratio", 0.80, 0.69)  # 0.69 >= 0.85 * 0.80 = 0.68
+    True
     """
     check_rule(rule, gain, theta)
     if rule == "absolute_gain":
         return candidate - current >= gain - _TOLERANCE
     if rule == "relative_gain":
         return candidate >= (1 + gain) * current - _TOLERANCE
+    if rule == "retained_ratio":
+        return candidate >= theta * current - _TOLERANCE
     improves = candidate > current + _TOLERANCE
     if rule == "accuracy_floor":
         return improves and candidate >= theta - _TOLERANCE

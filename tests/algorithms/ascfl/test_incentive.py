@@ -31,6 +31,14 @@ def test_accuracy_floor_needs_the_floor_and_an_improvement():
     assert not admits("accuracy_floor", 0.90, 0.89, theta=0.85)  # above it but worse
 
 
+def test_retained_ratio_admits_a_client_that_keeps_theta_of_the_accuracy():
+    assert admits("retained_ratio", 0.80, 0.69, theta=0.85)  # 0.69 >= 0.68
+    assert admits("retained_ratio", 0.80, 0.68, theta=0.85)  # exactly 0.85 x 0.80
+    assert not admits("retained_ratio", 0.80, 0.67, theta=0.85)
+    assert not admits("retained_ratio", 0.80, 0.69, theta=0.90)  # 0.69 < 0.72
+    assert admits("retained_ratio", 0.0, 0.0, theta=0.85)  # nothing to lose
+
+
 def test_similarity_gate_needs_the_similarity_and_an_improvement():
     assert admits("similarity_gate", 0.5, 0.51, theta=0.85, similarity=0.9)
     assert not admits("similarity_gate", 0.5, 0.51, theta=0.85, similarity=0.8)
