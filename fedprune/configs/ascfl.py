@@ -101,6 +101,12 @@ class ClusteredImageConfig(Config):
     admission: str = param("absolute_gain", help="incentive admission rule", rule=one_of(ADMISSION))
     gain: float = param(0.03, help="accuracy gain a new member must bring", rule=FRACTION)
     explained_variance: float = param(0.95, help="low-rank: variance kept", rule=UNIT)
+    em_space: str = param(
+        "raw",
+        help="vectors EM and G_k compare: the raw updates (Euclidean, as 3.3 writes) or "
+        "their directions (unit vectors, as the cosine similarity of 3.2.1)",
+        rule=one_of(("raw", "unit")),
+    )
     split_threshold: float = param(0.8, help="G_k above this splits (beta)", rule=POSITIVE)
     merge_threshold: float = param(0.2, help="G_k below this merges", rule=POSITIVE)
     clip_norm: float | None = param(
@@ -124,6 +130,7 @@ class ClusteredImageConfig(Config):
             "explained_variance",
             "split_threshold",
             "merge_threshold",
+            "em_space",
         }
         unused = {
             "ascfl": {"clusters", "eps1", "eps2"},
@@ -142,9 +149,12 @@ class ClusteredImageConfig(Config):
 
     def recorded(self) -> dict:
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
-        run directories from before ``--scale`` existed resume."""
+        run directories from before ``--scale`` existed resume, and so do those from before
+        ``--em-space`` where it keeps its default."""
         recorded = super().recorded()
         recorded.pop("scale")
+        if recorded["em_space"] == "raw":
+            recorded.pop("em_space")
         return recorded
 
     def check(self) -> None:

@@ -67,6 +67,7 @@ def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
         theta=config.theta,
         split_threshold=config.split_threshold,
         merge_threshold=config.merge_threshold,
+        unit_vectors=config.em_space == "unit",
         clip_norm=config.clip_norm,
         noise_multiplier=config.noise_multiplier,
         clusters=config.clusters,

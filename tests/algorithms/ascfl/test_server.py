@@ -1,0 +1,45 @@
+"""How the AS-CFL server wires its options into the regrouping (ascfl/server.py)."""
+
+import numpy as np
+
+from fedprune.algorithms.ascfl import server
+from fedprune.algorithms.ascfl.experiment import settings_of
+from fedprune.configs.ascfl import ClusteredImageConfig
+from fedprune.engine.per_client import ClientUpdates
+
+# Two update directions; norms 1, 10, 10 along x and 1, 1, 10 along y. The incentive (here
+# similarity only) groups by direction: {0, 1, 2} and {3, 4, 5}. Raw Euclidean EM then sees
+# centres (7, 0) and (0, 4): client 0 at (1, 0) is nearer (0, 4) (4.12 < 6) and moves.
+UPDATES = [
+    [np.array(v, dtype=np.float32)] for v in ([1, 0], [10, 0], [10, 0], [0, 1], [0, 1], [0, 10])
+]
+
+
+def _regroup(unit_vectors: bool) -> list[int]:
+    n = len(UPDATES)
+    got = ClientUpdates(list(range(n)), UPDATES, np.full(n, 100), np.zeros(n), np.zeros(n))
+    settings = server.ServerSettings(incentive=False, low_rank=False, unit_vectors=unit_vectors)
+    out = server.regroup(
+        [[np.zeros(2, dtype=np.float32)]],
+        dict.fromkeys(range(n), 0),
+        got,
+        settings,
+        evaluate=lambda weights: 0.0,
+        rng=np.random.default_rng(0),
+    )
+    return [out.cluster_of[c] for c in range(n)]
+
+
+def test_em_on_unit_vectors_keeps_the_direction_groups_raw_em_moves_a_small_update():
+    unit = _regroup(unit_vectors=True)
+    assert unit[:3] == [unit[0]] * 3 and unit[3:] == [unit[3]] * 3 and unit[0] != unit[3]
+    raw = _regroup(unit_vectors=False)
+    assert raw[0] == raw[3] and raw[0] != raw[1]
+
+
+def test_em_space_reaches_the_server_and_only_unit_is_recorded():
+    raw = ClusteredImageConfig()
+    unit = ClusteredImageConfig(em_space="unit")
+    assert settings_of(raw).unit_vectors is False and settings_of(unit).unit_vectors is True
+    assert "em_space" not in raw.recorded()  # run directories from before the option resume
+    assert unit.recorded()["em_space"] == "unit"
