@@ -29,7 +29,7 @@ package (``fedprune/algorithms/ascfl/__init__.py``):
   (``unit``). Raw updates grow with a client's number of SGD steps, so raw Euclidean EM can
   regroup clients by data size: on one round of real updates (MNIST, IID labels;
   ``experiments/ascfl_admission_probe.py``) the incentive's four exact rotation groups
-  (ARI 1.0) came out of raw EM at ARI 0.05.
+  (ARI 1.0) came out of raw EM at ARI 0.05 in round 1.
 * **CFL** (Sattler et al.): one cluster at the start; in every round each cluster with at
   least ``min_size`` members is split in two (optimal bipartition of the cosine similarity)
   when its weighted mean update norm is below ε1 and its largest update norm above ε2.
