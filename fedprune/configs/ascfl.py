@@ -107,6 +107,12 @@ class ClusteredImageConfig(Config):
         "their directions (unit vectors, as the cosine similarity of 3.2.1)",
         rule=one_of(("raw", "unit")),
     )
+    singletons: str = param(
+        "keep",
+        help="single-client clusters: kept apart (G_k = 0 would merge every one) or merged "
+        "by the G_k < merge-threshold rule like the others",
+        rule=one_of(("keep", "merge")),
+    )
     split_threshold: float = param(0.8, help="G_k above this splits (beta)", rule=POSITIVE)
     merge_threshold: float = param(0.2, help="G_k below this merges", rule=POSITIVE)
     clip_norm: float | None = param(
@@ -131,6 +137,7 @@ class ClusteredImageConfig(Config):
             "split_threshold",
             "merge_threshold",
             "em_space",
+            "singletons",
         }
         unused = {
             "ascfl": {"clusters", "eps1", "eps2"},
@@ -150,11 +157,12 @@ class ClusteredImageConfig(Config):
     def recorded(self) -> dict:
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
-        ``--em-space`` where it keeps its default."""
+        ``--em-space`` and ``--singletons`` where they keep their defaults."""
         recorded = super().recorded()
         recorded.pop("scale")
-        if recorded["em_space"] == "raw":
-            recorded.pop("em_space")
+        for name, default in (("em_space", "raw"), ("singletons", "keep")):
+            if recorded[name] == default:
+                recorded.pop(name)
         return recorded
 
     def check(self) -> None:

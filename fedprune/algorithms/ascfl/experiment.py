@@ -68,6 +68,7 @@ def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
         split_threshold=config.split_threshold,
         merge_threshold=config.merge_threshold,
         unit_vectors=config.em_space == "unit",
+        singletons=config.singletons,
         clip_norm=config.clip_norm,
         noise_multiplier=config.noise_multiplier,
         clusters=config.clusters,

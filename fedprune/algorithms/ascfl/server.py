@@ -79,6 +79,7 @@ class ServerSettings:
     split_threshold: float = 0.8
     merge_threshold: float = 0.2
     unit_vectors: bool = False  # EM and G_k on update directions (split_merge ``normalize``)
+    singletons: str = "keep"  # split_merge's policy for single-client clusters
     clip_norm: float | None = None
     noise_multiplier: float = 0.0
     clusters: int = 4  # K of cfl-fixed and ifca
@@ -188,6 +189,7 @@ def regroup(
                 merge_threshold=settings.merge_threshold,
                 previous_splits=previous_splits,
                 normalize=settings.unit_vectors,
+                singletons=settings.singletons,
             )
             labels, splits = np.asarray(adjusted.labels, dtype=np.int64), tuple(adjusted.splits)
     new_models = _aggregate(labels, starts, got, settings, rng)

@@ -37,9 +37,37 @@ def test_em_on_unit_vectors_keeps_the_direction_groups_raw_em_moves_a_small_upda
     assert raw[0] == raw[3] and raw[0] != raw[1]
 
 
-def test_em_space_reaches_the_server_and_only_unit_is_recorded():
-    raw = ClusteredImageConfig()
-    unit = ClusteredImageConfig(em_space="unit")
-    assert settings_of(raw).unit_vectors is False and settings_of(unit).unit_vectors is True
-    assert "em_space" not in raw.recorded()  # run directories from before the option resume
-    assert unit.recorded()["em_space"] == "unit"
+def test_em_space_and_singletons_reach_the_server_and_only_non_defaults_are_recorded():
+    default = ClusteredImageConfig()
+    changed = ClusteredImageConfig(em_space="unit", singletons="merge")
+    assert settings_of(default).unit_vectors is False and settings_of(changed).unit_vectors
+    assert (settings_of(default).singletons, settings_of(changed).singletons) == ("keep", "merge")
+    recorded = default.recorded()  # run directories from before the options resume
+    assert "em_space" not in recorded and "singletons" not in recorded
+    assert changed.recorded()["em_space"] == "unit"
+    assert changed.recorded()["singletons"] == "merge"
+
+
+# A singleton next to a compact pair: G = 0 < merge threshold. Kept apart by default, merged
+# (with its nearest cluster) under singletons="merge".
+SINGLETON = [[np.array(v, dtype=np.float32)] for v in ([1, 0], [1, 0.1], [0, 1], [0.1, 1], [1, 1])]
+
+
+def test_singletons_option_reaches_split_merge():
+    n = len(SINGLETON)
+    got = ClientUpdates(list(range(n)), SINGLETON, np.full(n, 100), np.zeros(n), np.zeros(n))
+    clusters = {}
+    for policy in ("keep", "merge"):
+        settings = server.ServerSettings(
+            incentive=False, low_rank=False, unit_vectors=True, singletons=policy
+        )
+        out = server.regroup(
+            [[np.zeros(2, dtype=np.float32)]],
+            dict.fromkeys(range(n), 0),
+            got,
+            settings,
+            evaluate=lambda weights: 0.0,
+            rng=np.random.default_rng(0),
+        )
+        clusters[policy] = len(set(out.cluster_of.values()))
+    assert clusters["merge"] < clusters["keep"]
