@@ -309,10 +309,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fedprune: error: {err}; fix that and run the same command again", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        _close_progress_bars()
-        print("fedprune: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+        return _interrupted()
+    except Exception:
+        if not interrupts.received():
+            raise
+        # the interrupt, changed on its way up (e.g. by TF's graph tracing): see interrupts
+        return _interrupted()
     return 0
+
+
+def _interrupted() -> int:
+    _close_progress_bars()
+    print("fedprune: interrupted; run the same command again to resume", file=sys.stderr)
+    return 130
 
 
 def _exit(code: int) -> None:

@@ -18,6 +18,13 @@ too, the hook records it again. :func:`raise_if_dropped`, polled by
 liveness check in ``execution.check_workers`` a third: a worker that the same Ctrl-C ended
 turns into ``KeyboardInterrupt`` too. An interrupt that reached its caller normally is
 never recorded, so it is never raised twice.
+
+A ``KeyboardInterrupt`` raised while TensorFlow traces a graph can also come back changed:
+raised inside a C call that autograph makes, it surfaced as ``SystemError: ... bad argument
+to internal function`` wrapped in autograph's ``StagingError`` (seen once in CI, a FedCRef
+run interrupted while its first computation was traced). The SIGINT handler therefore also
+notes that SIGINT came (:func:`received`), and the command line treats any exception that
+follows it as the interrupt.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import time
 
 REPEAT_AFTER_S = 0.05
 _dropped = threading.Event()
+_received = threading.Event()
 _watcher: threading.Thread | None = None
 
 
@@ -52,18 +60,31 @@ def _record_dropped_interrupt(unraisable: object) -> None:
 _previous_hook = sys.unraisablehook
 
 
+def _on_sigint(signum: int, frame: object) -> None:
+    """Python's default SIGINT handler (``KeyboardInterrupt``), noting that SIGINT came."""
+    _received.set()
+    raise KeyboardInterrupt
+
+
+def received() -> bool:
+    """Whether SIGINT reached this process since :func:`install`."""
+    return _received.is_set()
+
+
 def install() -> None:
     """Record (rather than print) a ``KeyboardInterrupt`` that Python had to drop and raise it
     again in the main thread; every other unraisable exception goes to the hook that was
     there before. Idempotent.
 
-    SIGINT gets Python's default handler (``KeyboardInterrupt``) even where the process
+    SIGINT raises ``KeyboardInterrupt`` as Python's default handler does (and is noted for
+    :func:`received`, whose record this call clears) even where the process
     started with SIGINT ignored: a shell script's background job (``cmd &``) inherits an
     ignored SIGINT, and so would every training a reproduction starts, which could then not
     be stopped (``fedprune reproduce`` stops its children with SIGINT so they checkpoint)."""
     global _previous_hook, _watcher
+    _received.clear()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _on_sigint)
     if _watcher is None:
         _watcher = threading.Thread(
             target=_repeat_dropped_interrupts, daemon=True, name="fedprune-interrupts"

@@ -109,3 +109,45 @@ def test_install_twice_keeps_one_hook(own_hook):
     hook = sys.unraisablehook
     interrupts.install()
     assert sys.unraisablehook is hook
+
+
+def test_sigint_is_noted_and_still_raises_keyboard_interrupt(own_hook):
+    import os
+    import signal
+
+    assert not interrupts.received()
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1.0)  # the handler runs here
+    assert interrupts.received()
+    interrupts.install()  # a new command starts with a clean record
+    assert not interrupts.received()
+
+
+def test_an_error_after_sigint_is_the_interrupt_and_one_without_is_not(
+    monkeypatch, capsys, tmp_path
+):
+    """What TF's tracing did to a Ctrl-C in CI: SystemError (in a StagingError) after SIGINT."""
+    import os
+    import signal
+
+    from fedprune import cli
+
+    def changed_on_its_way(args: object) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)
+        except KeyboardInterrupt:
+            raise SystemError("bad argument to internal function") from None
+
+    monkeypatch.setattr(cli, "_train", changed_on_its_way)
+    argv = ["train", "fedavg", "--dataset", "uci_har", "--out", str(tmp_path / "run")]
+    assert cli.main(argv) == 130
+    assert capsys.readouterr().err.strip().endswith("run the same command again to resume")
+
+    def plain_bug(args: object) -> None:
+        raise SystemError("a real bug")
+
+    monkeypatch.setattr(cli, "_train", plain_bug)
+    with pytest.raises(SystemError, match="a real bug"):
+        cli.main(argv)
