@@ -95,7 +95,7 @@ class ClusteredImageConfig(Config):
     )
     theta: float = param(
         0.85,
-        help="positive-incentive threshold (accuracy_floor, similarity_gate, " "retained_ratio)",
+        help="positive-incentive threshold (accuracy_floor, similarity_gate, retained_ratio)",
         rule=UNIT,
     )
     admission: str = param("absolute_gain", help="incentive admission rule", rule=one_of(ADMISSION))

@@ -15,10 +15,12 @@ UPDATES = [
 ]
 
 
-def _regroup(unit_vectors: bool) -> list[int]:
-    n = len(UPDATES)
-    got = ClientUpdates(list(range(n)), UPDATES, np.full(n, 100), np.zeros(n), np.zeros(n))
-    settings = server.ServerSettings(incentive=False, low_rank=False, unit_vectors=unit_vectors)
+def _regroup(updates: list, **settings: object) -> list[int]:
+    """One regroup of ``updates`` (one client each, all from cluster 0), without the
+    incentive or the low rank; returns each client's new cluster."""
+    n = len(updates)
+    got = ClientUpdates(list(range(n)), updates, np.full(n, 100), np.zeros(n), np.zeros(n))
+    settings = server.ServerSettings(incentive=False, low_rank=False, **settings)
     out = server.regroup(
         [[np.zeros(2, dtype=np.float32)]],
         dict.fromkeys(range(n), 0),
@@ -31,9 +33,9 @@ def _regroup(unit_vectors: bool) -> list[int]:
 
 
 def test_em_on_unit_vectors_keeps_the_direction_groups_raw_em_moves_a_small_update():
-    unit = _regroup(unit_vectors=True)
+    unit = _regroup(UPDATES, unit_vectors=True)
     assert unit[:3] == [unit[0]] * 3 and unit[3:] == [unit[3]] * 3 and unit[0] != unit[3]
-    raw = _regroup(unit_vectors=False)
+    raw = _regroup(UPDATES, unit_vectors=False)
     assert raw[0] == raw[3] and raw[0] != raw[1]
 
 
@@ -54,20 +56,8 @@ SINGLETON = [[np.array(v, dtype=np.float32)] for v in ([1, 0], [1, 0.1], [0, 1],
 
 
 def test_singletons_option_reaches_split_merge():
-    n = len(SINGLETON)
-    got = ClientUpdates(list(range(n)), SINGLETON, np.full(n, 100), np.zeros(n), np.zeros(n))
-    clusters = {}
-    for policy in ("keep", "merge"):
-        settings = server.ServerSettings(
-            incentive=False, low_rank=False, unit_vectors=True, singletons=policy
-        )
-        out = server.regroup(
-            [[np.zeros(2, dtype=np.float32)]],
-            dict.fromkeys(range(n), 0),
-            got,
-            settings,
-            evaluate=lambda weights: 0.0,
-            rng=np.random.default_rng(0),
-        )
-        clusters[policy] = len(set(out.cluster_of.values()))
+    clusters = {
+        policy: len(set(_regroup(SINGLETON, unit_vectors=True, singletons=policy)))
+        for policy in ("keep", "merge")
+    }
     assert clusters["merge"] < clusters["keep"]
