@@ -91,15 +91,20 @@ def _add_train_parsers(train: argparse._SubParsersAction) -> None:
         _add_run_options(parser)
 
 
-def add_reproduce_options(parser: argparse.ArgumentParser, default_seeds: int | None = 5) -> None:
+def add_reproduce_options(
+    parser: argparse.ArgumentParser,
+    default_seeds: int | None = 5,
+    quick: str = "seed 0 only",
+    shown_seeds: int | None = None,
+) -> None:
     """Options every ``fedprune reproduce`` target shares (``default_seeds=None``: the
-    study's own number, the paper's)."""
-    parser.add_argument("--quick", action="store_true", help="one seed instead of --seeds")
+    study's own number, the paper's, shown in the help as ``shown_seeds``)."""
+    parser.add_argument("--quick", action="store_true", help=f"train less: {quick}")
     parser.add_argument(
         "--seeds",
         type=_positive_int,
         default=default_seeds,
-        help=f"seeds 0..N-1 ({default_seeds or 'the paper’s number for the study'})",
+        help=f"seeds 0..N-1 (default: {default_seeds or shown_seeds}; integer >= 1)",
     )
     parser.add_argument("--out", default="results", help="output folder (results)")
     parser.add_argument("--data-dir", default=None, help="as for train")
@@ -178,13 +183,16 @@ def build_parser() -> argparse.ArgumentParser:
         "the command to resume.",
     )
     add_reproduce_options(fedcref)
-    for name, (_, summary, description) in STUDIES.items():
+    for name, command in STUDIES.items():
         study = targets.add_parser(
             name,
-            help=summary,
-            description=description + " Finished runs are kept; rerun the command to resume.",
+            help=command.summary,
+            description=command.description
+            + " Finished runs are kept; rerun the command to resume.",
         )
-        add_reproduce_options(study, default_seeds=None)
+        add_reproduce_options(
+            study, default_seeds=None, quick=command.quick, shown_seeds=command.seeds
+        )
     return parser
 
 

@@ -175,6 +175,23 @@ def test_every_study_has_a_command_with_the_papers_seed_count():
     assert study("phases").default_seeds == 3
 
 
+def test_help_states_each_studys_own_seed_counts(capsys):
+    """--help reads STUDIES (no study import): its numbers must be the studies' own."""
+    parser = build_parser()
+    for name, command in STUDIES.items():
+        st = study(name)
+        assert command.seeds == st.default_seeds, name
+        with pytest.raises(SystemExit):
+            parser.parse_args(["reproduce", name, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert f"(default: {st.default_seeds}; integer >= 1)" in text, name
+        assert f"train less: {command.quick}" in text, name
+        if st.quick_seeds > 1:
+            assert f"seeds 0-{st.quick_seeds - 1}" in command.quick, name
+        else:
+            assert "seed 0" in command.quick or "one seed" in command.quick, name
+
+
 def test_ascfl_grid_shares_points_and_claims_read_the_rows(tmp_path):
     from fedprune.reproduce import ascfl
 
