@@ -332,7 +332,7 @@ def _interrupted() -> int:
     return 130
 
 
-def _exit(code: int) -> None:
+def exit_with(code: int) -> None:
     """Exit with ``code``; after an interrupt without the interpreter's final garbage
     collection, which with TF and abandoned TFF calls took over 10 s in 1 of 12 interrupted
     FedCRef runs. Everything of the run is on disk by then (files are written whole and
@@ -350,7 +350,7 @@ def _exit(code: int) -> None:
 
 def run() -> None:
     """The ``fedprune`` command: :func:`main`, then exit with its status."""
-    _exit(main())
+    exit_with(main())
 
 
 if __name__ == "__main__":

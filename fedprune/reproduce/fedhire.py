@@ -258,6 +258,7 @@ STUDY = Study(
     datasets=TABULAR_DATASETS,
     default_seeds=10,
     quick_seeds=3,
+    shared_process=True,  # 680 runs of seconds: start-up would dominate
     points=points,
     measure=measure,
     paper_columns={

@@ -7,6 +7,11 @@ parallel, each child's output goes to ``<run>/train.log`` and every 30 s a line 
 run gives its last logged round/iteration. One run leaves about a third of a 2-core machine
 idle; two in parallel finished in 304 s what took 458 s one after the other (EfficientFL +
 FedSNIP on UCI-HAR), so the Makefile's reproductions use ``--jobs 2``.
+
+With ``shared=True`` each of the ``jobs`` threads runs its ``fedprune`` commands in one
+long-lived process (:mod:`fedprune.reproduce.shared_process`) instead of a subprocess per
+run: for studies of many runs of a few seconds, where starting Python, TensorFlow and TFF
+costs more than the run.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from fedprune.errors import ConfigError, DataError
+from fedprune.reproduce.shared_process import SharedProcess
 from fedprune.runs import names
 from fedprune.runs.finished import is_finished
 from fedprune.runs.run_dir import read_metrics
@@ -36,9 +42,18 @@ class Job:
     target: Path
 
 
+_FEDPRUNE = (sys.executable, "-m", "fedprune.cli")
+
+
 def train_command(method: str, target: Path, *args: str) -> tuple[str, ...]:
     """``python -m fedprune.cli train METHOD ... --out TARGET`` with this interpreter."""
-    return (sys.executable, "-m", "fedprune.cli", "train", method, *args, "--out", str(target))
+    return (*_FEDPRUNE, "train", method, *args, "--out", str(target))
+
+
+def fedprune_arguments(command: Sequence[str]) -> tuple[str, ...] | None:
+    """The ``fedprune`` arguments of a :func:`train_command`-style command, else ``None``."""
+    n = len(_FEDPRUNE)
+    return tuple(command[n:]) if tuple(command[:n]) == _FEDPRUNE else None
 
 
 def _say(line: str) -> None:
@@ -48,8 +63,9 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
-    """Train every unfinished job; returns the wall time (s).
+def run_jobs(jobs: Sequence[Job], parallel: int = 1, shared: bool = False) -> float:
+    """Train every unfinished job; returns the wall time (s). ``shared``: run ``fedprune``
+    commands in long-lived processes, one per thread (module docstring).
 
     The first failed job, or Ctrl-C, stops the reproduction: jobs not yet started are
     cancelled, and running children get SIGINT (if Ctrl-C's own SIGINT has not already ended
@@ -67,12 +83,18 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
         if children.stopping.is_set():
             return
         _say(f"{label}: training")
-        if parallel == 1:
+        argv = fedprune_arguments(job.command) if shared else None
+        quiet = () if parallel == 1 else ("--no-progress",)
+        log = None if parallel == 1 else job.target / "train.log"
+        if log is not None:
+            job.target.mkdir(parents=True, exist_ok=True)
+        if argv is not None:
+            code = children.run_shared([*argv, *quiet], log)
+        elif log is None:
             code = children.run(job.command, subprocess.DEVNULL)
         else:
-            job.target.mkdir(parents=True, exist_ok=True)
-            with open(job.target / "train.log", "ab") as log:
-                code = children.run([*job.command, "--no-progress"], log, subprocess.STDOUT)
+            with open(log, "ab") as out:
+                code = children.run([*job.command, *quiet], out, subprocess.STDOUT)
         if code != 0:  # stop before this thread takes the next job
             children.stopping.set()
         if code in (130, -signal.SIGINT):
@@ -96,6 +118,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1) -> float:
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        children.close_shared()
     return time.perf_counter() - start
 
 
@@ -108,6 +131,29 @@ class _Children:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._running: set[subprocess.Popen] = set()
+        self._shared: list[SharedProcess] = []
+        self._local = threading.local()  # each thread's shared process
+
+    def run_shared(self, argv: Sequence[str], log: Path | None) -> int:
+        """``fedprune ARGV`` in this thread's shared process (started when there is none or
+        it ended)."""
+        handle = getattr(self._local, "shared", None)
+        if handle is None or handle.process.poll() is not None:
+            handle = self._local.shared = SharedProcess()
+            with self._lock:
+                self._shared.append(handle)
+                self._running.add(handle.process)
+        code = handle.run(argv, None if log is None else str(log))
+        if code != 0:  # the process ends after such a command
+            handle.close()
+        return code
+
+    def close_shared(self) -> None:
+        """End every shared process (each finishes the command it runs)."""
+        with self._lock:
+            shared = list(self._shared)
+        for handle in shared:
+            handle.close()
 
     def run(self, command: Sequence[str], stdout: object, stderr: object = None) -> int:
         child = subprocess.Popen(command, stdout=stdout, stderr=stderr)
@@ -125,6 +171,9 @@ class _Children:
         deadline = time.monotonic() + self.GRACE_S
         with self._lock:
             running = list(self._running)
+            shared = list(self._shared)
+        for handle in shared:  # an idle one ends now, a busy one after its command
+            handle.end_input()
         for child in running:
             try:
                 child.wait(max(0.0, deadline - time.monotonic()))

@@ -83,6 +83,7 @@ class Study:
     body: Callable[[list[dict]], list[str]]  # the markdown tables
     notes: tuple[str, ...] = ()
     quick_seeds: int = 1  # seeds of a --quick run (0, 1, ...)
+    shared_process: bool = False  # runs in long-lived processes (runner.run_jobs)
 
     @property
     def paper_csv(self) -> Path:
@@ -390,7 +391,8 @@ def reproduce(
             file=sys.stderr,
         )
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    wall = runner.run_jobs(jobs(study, points, seed_list, out, data_dir), parallel)
+    todo = jobs(study, points, seed_list, out, data_dir)
+    wall = runner.run_jobs(todo, parallel, shared=study.shared_process)
     table = join_paper(study, collect(study, points, seed_list, out))
     stem = study.file_stem + ("_quick" if quick else "")
     write_csv(table, out / f"{stem}.csv")
