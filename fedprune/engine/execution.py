@@ -63,6 +63,8 @@ _GRPC_OPTIONS = [
 _H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 _lock = threading.Lock()
 _workers: list[WorkerProcess] = []
+_channels: list[grpc.Channel] = []  # closed with the workers: each holds sockets
+_contexts: list[object] = []  # the execution contexts installed, closed likewise
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,7 @@ def _executor_factory(
         channel = grpc.insecure_channel(target, _GRPC_OPTIONS)
     else:
         channel = grpc.secure_channel(target, credentials, _GRPC_OPTIONS)
+    _channels.append(channel)
     stub = tff.framework.RemoteExecutorGrpcStub(channel)
     _wait_ready(stub, target, timeout)
 
@@ -303,11 +306,41 @@ def _install(
             for f in factories
         ]
         context = tff.backends.native.create_mergeable_comp_execution_context(async_contexts)
+    _contexts.append(context)
     tff.framework.set_default_context(context)
     return [w.target for w in _workers] + list(remote_workers)
 
 
+def _close_event_loop(context: object) -> None:
+    """End the event-loop thread of a TFF execution context and close its loop.
+
+    TFF 0.87's ``AsyncThreadRunner`` (held by the sync and the mergeable contexts) runs its
+    loop in a daemon thread whose target keeps the runner alive, so its ``__del__`` (which
+    stops the loop but never closes it) never runs: every ``install`` left a thread, an
+    epoll descriptor and a socket pair behind. A process that runs many commands
+    (``fedprune/reproduce/shared_process.py``) ran out of descriptors after ~300 runs
+    (``select()`` refuses those >= 1024). Private attributes of the pinned TFF; the test
+    ``tests/engine/test_execution.py::test_install_and_shutdown_leave_no_descriptor``
+    fails loudly if they change."""
+    runner = getattr(context, "_async_runner", None)
+    loop = getattr(runner, "_event_loop", None)
+    thread = getattr(runner, "_thread", None)
+    if loop is None or thread is None or loop.is_closed():
+        return
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5.0)
+    if not thread.is_alive():
+        loop.close()
+        runner._finalizer = lambda loop, thread: None  # its __del__ would use the closed loop
+
+
 def _stop_all() -> None:
+    """Stop the local workers, close the gRPC channels and the contexts' event loops (see
+    :func:`_close_event_loop`)."""
+    while _contexts:
+        _close_event_loop(_contexts.pop())
+    while _channels:
+        _channels.pop().close()
     while _workers:
         _workers.pop().stop()
 

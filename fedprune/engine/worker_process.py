@@ -94,6 +94,13 @@ def _private_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="fedprune-worker-", dir=root))
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` has data (or end of file) within ``timeout`` seconds."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000.0))
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -204,7 +211,8 @@ class WorkerProcess:
         deadline = time.monotonic() + timeout
         while b"\n" not in data:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            # poll, not select: select() refuses descriptors >= 1024
+            if left <= 0 or not _readable(fd, left):
                 return f"timed out after {timeout:.0f}s"
             chunk = os.read(fd, 256)
             if not chunk:

@@ -132,3 +132,42 @@ def test_a_worker_that_dies_mid_call_ends_the_wait_with_one_error():
     line = next(line for line in proc.stdout.splitlines() if line.startswith("ERROR"))
     assert "TFF worker 0" in line and "run the same command again to resume" in line
     assert "worker-0.log" in line or ".log" in line
+
+
+LEAK_CHECK = textwrap.dedent(
+    """
+    import os, sys, threading
+    import numpy as np
+    import tensorflow_federated as tff
+    from fedprune.engine import execution
+
+    @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+    def mean(x):
+        return tff.federated_mean(x)
+
+    counts = []
+    for workers in (1, 2, 1, 2, 1, 2):  # the sync and the mergeable context
+        execution.install(num_local_workers=workers, log_dir=sys.argv[1])
+        assert mean([1.0, 2.0, 6.0]) == 3.0
+        execution.shutdown()
+        counts.append((len(os.listdir("/proc/self/fd")), threading.active_count()))
+    print("COUNTS", counts, flush=True)
+    """
+)
+
+
+def test_install_and_shutdown_leave_no_descriptor(tmp_path):
+    """A process that runs many commands (reproduce/shared_process.py) must not gather
+    descriptors or threads: TFF's context left an event loop (epoll, socket pair, thread)
+    and gRPC a channel per install, and select() failed after ~300 runs."""
+    proc = subprocess.run(
+        [sys.executable, "-c", LEAK_CHECK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("COUNTS"))
+    counts = eval(line.removeprefix("COUNTS "))  # a list of tuples this test printed
+    # after the first of each kind, every install/shutdown ends where the previous one did
+    assert counts[2:] == [counts[0], counts[1]] * 2, counts
