@@ -91,7 +91,7 @@ reproduce-ascfl: install ## AS-CFL vs CFL/IFCA/FedAvg, sweep, ablation (scaled),
 reproduce-ascfl-quick: install ## the same: seed 0, MNIST main comparison + rotation-only run
 	$(BIN)/fedprune reproduce ascfl --quick --jobs 2
 
-reproduce-fedhire: install ## Fed-HIRE Tables 3-4 (authors' splits), 10 seeds -> results/fedhire.*
+reproduce-fedhire: install ## Fed-HIRE Tables 3-4, both partitions, 10 seeds (680 runs) -> results/fedhire.*
 	$(BIN)/fedprune reproduce fedhire --jobs 2
 
 reproduce-fedhire-quick: install ## the same: Table 3 only, 3 seeds
