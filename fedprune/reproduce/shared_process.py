@@ -41,7 +41,7 @@ def _output_to(log: str | None) -> Iterator[None]:
     sys.stdout.flush()
     sys.stderr.flush()
     saved = {fd: os.dup(fd) for fd in (1, 2)}
-    target = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT) if log else None
+    target = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if log else None
     try:
         if target is not None:
             os.dup2(target, 1)
