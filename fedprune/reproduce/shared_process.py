@@ -1,4 +1,5 @@
-"""One long-lived Python process that runs ``fedprune`` commands one after another.
+"""One long-lived Python process that runs ``fedprune`` commands one after another: the
+runner's handle (the process itself is :mod:`fedprune.reproduce.command_server`).
 
 A ``fedprune train`` subprocess spends most of a short run starting up: importing
 TensorFlow and TFF took 7 + 2.4 s on this 2-core machine for a k-FED run whose own work took
@@ -25,74 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
-import traceback
-from collections.abc import Iterator, Sequence
-from typing import IO
+from collections.abc import Sequence
 
 ANSWER = "code"
-
-
-@contextlib.contextmanager
-def _output_to(log: str | None) -> Iterator[None]:
-    """File descriptors 1 and 2 to ``log`` (appended), or 1 to /dev/null without one."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in (1, 2)}
-    target = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if log else None
-    try:
-        if target is not None:
-            os.dup2(target, 1)
-            os.dup2(target, 2)
-        else:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.close(devnull)
-        yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, copy in saved.items():
-            os.dup2(copy, fd)
-            os.close(copy)
-        if target is not None:
-            os.close(target)
-
-
-def run_command(argv: Sequence[str], log: str | None) -> int:
-    """``fedprune ARGV`` in this process, its output to ``log``; its exit status (1 for an
-    exception that escaped, whose traceback goes to ``log`` as a subprocess's would)."""
-    from fedprune import cli
-
-    with _output_to(log):
-        try:
-            return cli.main(list(argv))
-        except SystemExit as exit_:  # argparse's errors
-            return exit_.code if isinstance(exit_.code, int) else 1
-        except Exception:
-            traceback.print_exc()
-            return 1
-
-
-def serve(commands: IO[str], answers: IO[str]) -> int:
-    """Run each command line of ``commands`` and answer its status on ``answers``; at end of
-    input return 0, after the first command that did not end in 0 its status."""
-    for line in commands:
-        request = json.loads(line)
-        code = run_command(request["argv"], request.get("log"))
-        answers.write(json.dumps({ANSWER: code}) + "\n")
-        answers.flush()
-        if code != 0:
-            return code
-    return 0
-
-
-def main() -> int:
-    # standard output carries the answers only: keep it apart from what commands print
-    answers = os.fdopen(os.dup(1), "w")
-    return serve(sys.stdin, answers)
+SERVER = "fedprune.reproduce.command_server"  # run by name: the runner must not import it
 
 
 class SharedProcess:
@@ -100,7 +39,7 @@ class SharedProcess:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "fedprune.reproduce.shared_process"],
+            [sys.executable, "-m", SERVER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -131,15 +70,3 @@ class SharedProcess:
         """:meth:`end_input`, then wait for the process to end."""
         self.end_input()
         self.process.wait()
-
-
-if __name__ == "__main__":
-    from fedprune.cli import exit_with
-    from fedprune.engine import interrupts
-
-    interrupts.install()  # SIGINT raises in the commands even if started with it ignored
-    try:
-        status = main()
-    except KeyboardInterrupt:  # between two commands
-        status = 130
-    exit_with(status)  # after an interrupt without the slow final garbage collection
