@@ -77,8 +77,7 @@ def main() -> int:
 
 
 def _entry() -> None:
-    """``python -m fedprune.reproduce.shared_process`` (imports the command line only here:
-    the runner imports this module, and the command line imports the runner)."""
+    """``python -m fedprune.reproduce.command_server``, as ``SharedProcess`` starts it."""
     from fedprune.cli import exit_with
     from fedprune.engine import interrupts
 

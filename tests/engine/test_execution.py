@@ -1,5 +1,6 @@
 """The TFF worker never outlives Python and never holds the caller's pipes."""
 
+import json
 import os
 import signal
 import subprocess
@@ -136,7 +137,7 @@ def test_a_worker_that_dies_mid_call_ends_the_wait_with_one_error():
 
 LEAK_CHECK = textwrap.dedent(
     """
-    import os, sys, threading
+    import json, os, sys, threading
     import numpy as np
     import tensorflow_federated as tff
     from fedprune.engine import execution
@@ -151,7 +152,7 @@ LEAK_CHECK = textwrap.dedent(
         assert mean([1.0, 2.0, 6.0]) == 3.0
         execution.shutdown()
         counts.append((len(os.listdir("/proc/self/fd")), threading.active_count()))
-    print("COUNTS", counts, flush=True)
+    print("COUNTS", json.dumps(counts), flush=True)
     """
 )
 
@@ -168,6 +169,6 @@ def test_install_and_shutdown_leave_no_descriptor(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("COUNTS"))
-    counts = eval(line.removeprefix("COUNTS "))  # a list of tuples this test printed
+    counts = json.loads(line.removeprefix("COUNTS "))  # [descriptors, threads] per install
     # after the first of each kind, every install/shutdown ends where the previous one did
     assert counts[2:] == [counts[0], counts[1]] * 2, counts

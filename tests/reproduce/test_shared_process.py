@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -40,12 +39,25 @@ def _without_times(summary: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_shared_process_runs_equal_fresh_process_runs(tmp_path):
+def test_shared_process_runs_equal_fresh_process_runs(tmp_path, monkeypatch):
     _blobs_ecoli(tmp_path / "data")
     fresh = _jobs(tmp_path / "data", tmp_path / "fresh")
     shared = _jobs(tmp_path / "data", tmp_path / "shared")
     runner.run_jobs(fresh, parallel=2)
+    started = []
+
+    class Counted(SharedProcess):
+        def __init__(self) -> None:
+            super().__init__()
+            started.append(self.process.pid)
+
+    def no_subprocess(*args: object, **kwargs: object) -> int:
+        raise AssertionError("a shared run went to a subprocess of its own")
+
+    monkeypatch.setattr(runner, "SharedProcess", Counted)
+    monkeypatch.setattr(runner._Children, "run", no_subprocess)
     runner.run_jobs(shared, parallel=2, shared=True)
+    assert 1 <= len(started) <= 2  # three runs, at most one process per thread
     for a, b in zip(fresh, shared):
         got = json.loads((b.target / "summary.json").read_text())
         assert _without_times(got) == _without_times(
@@ -88,7 +100,8 @@ def test_an_unknown_argument_is_argparses_status_not_a_crash(tmp_path):
 def test_ctrl_c_between_commands_ends_it_as_an_interrupt():
     handle = SharedProcess()
     try:
-        time.sleep(3.0)  # waiting for its first command
+        # an answered command: its SIGINT handler is in place, it waits for the next one
+        assert handle.run(["train", "--help"], None) == 0
         os.kill(handle.process.pid, signal.SIGINT)
         assert handle.process.wait(60) == 130
         assert handle.run(["--help"], None) == 130
