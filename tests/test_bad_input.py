@@ -171,6 +171,11 @@ CASES = {
     ),
     "ascfl theta above 1": (_nothing, ASCFL + ["--theta", "1.5"], "--theta must be in (0, 1]"),
     "ascfl missing dataset": (_nothing, ASCFL, "mnist"),
+    "ascfl unknown split guard": (
+        _nothing,
+        ASCFL + ["--split-guard", "always"],
+        "--split-guard: invalid choice: 'always'",
+    ),
     "fedhire eta 0": (_nothing, FEDHIRE + ["--eta", "0"], "--eta must be in (0, inf)"),
     "fedhire k0 ratio 0": (_nothing, FEDHIRE + ["--k0-ratio", "0"], "--k0-ratio must be in"),
     "fedhire k-star 1": (_nothing, FEDHIRE + ["--k-star", "1"], "--k-star must be an integer >= 2"),

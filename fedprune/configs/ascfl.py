@@ -113,6 +113,12 @@ class ClusteredImageConfig(Config):
         "by the G_k < merge-threshold rule like the others",
         rule=one_of(("keep", "merge")),
     )
+    split_guard: str = param(
+        "none",
+        help="split a cluster above beta only if both halves' G_k end up <= beta (halves), "
+        "or always as 3.3 writes (none)",
+        rule=one_of(("none", "halves")),
+    )
     split_threshold: float = param(0.8, help="G_k above this splits (beta)", rule=POSITIVE)
     merge_threshold: float = param(0.2, help="G_k below this merges", rule=POSITIVE)
     clip_norm: float | None = param(
@@ -138,6 +144,7 @@ class ClusteredImageConfig(Config):
             "merge_threshold",
             "em_space",
             "singletons",
+            "split_guard",
         }
         unused = {
             "ascfl": {"clusters", "eps1", "eps2"},
@@ -157,10 +164,10 @@ class ClusteredImageConfig(Config):
     def recorded(self) -> dict:
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
-        ``--em-space`` and ``--singletons`` where they keep their defaults."""
+        ``--em-space``, ``--singletons`` and ``--split-guard`` where they keep their defaults."""
         recorded = super().recorded()
         recorded.pop("scale")
-        for name, default in (("em_space", "raw"), ("singletons", "keep")):
+        for name, default in (("em_space", "raw"), ("singletons", "keep"), ("split_guard", "none")):
             if recorded[name] == default:
                 recorded.pop(name)
         return recorded

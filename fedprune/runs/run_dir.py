@@ -200,13 +200,36 @@ class RunDir:
         os.replace(path.with_name(METRICS + ".tmp"), path)
 
     def append_metrics(self, row: Mapping) -> None:
+        """Append one round's row. A run directory written by an older version may have fewer
+        columns: the file is then rewritten with the new columns added at the end (older rows
+        leave them empty), so a resumed run keeps one readable table; a column the row lacks
+        stays empty in it."""
         path = self.path / METRICS
-        new = not path.exists()
+        existing = _header(path)
+        header = existing or list(row)
+        added = [key for key in row if key not in header]
+        if added:
+            rows = self.metrics_rows()
+            header = header + added
+            with open(path.with_name(METRICS + ".tmp"), "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=header, restval="")
+                writer.writeheader()
+                writer.writerows(rows)
+            os.replace(path.with_name(METRICS + ".tmp"), path)
         with open(path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(row))
-            if new:
+            writer = csv.DictWriter(f, fieldnames=header, restval="")
+            if not existing:
                 writer.writeheader()
             writer.writerow(row)
+
+
+def _header(path: Path) -> list[str] | None:
+    """The column names of an existing ``metrics.csv`` (``None`` when there is none yet or it
+    is empty)."""
+    if not path.exists():
+        return None
+    with open(path, newline="") as f:
+        return next(csv.reader(f), None)
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -32,3 +32,18 @@ def test_metrics_truncated_to_checkpoint(tmp_path):
     assert [int(row["round"]) for row in run.metrics_rows()] == [1, 2]
     run.truncate_metrics(0)
     assert run.metrics_rows() == []
+
+
+def test_metrics_from_an_older_version_gain_the_new_columns(tmp_path):
+    run = RunDir(tmp_path, {})
+    run.append_metrics({"round": 1, "acc": 0.5})  # written before a column existed
+    run.append_metrics({"round": 2, "acc": 0.6, "splits": 3})
+    run.append_metrics({"round": 3, "splits": 1})  # a row without a column leaves it empty
+    assert run.metrics_rows() == [
+        {"round": "1", "acc": "0.5", "splits": ""},
+        {"round": "2", "acc": "0.6", "splits": "3"},
+        {"round": "3", "acc": "", "splits": "1"},
+    ]
+    (tmp_path / "metrics.csv").write_text("")  # an empty file gets its header
+    run.append_metrics({"round": 1, "acc": 0.5})
+    assert run.metrics_rows() == [{"round": "1", "acc": "0.5"}]

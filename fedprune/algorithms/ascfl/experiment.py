@@ -54,6 +54,34 @@ def build_federation(
     )
 
 
+def _adjustment_columns(regrouped: server.Regrouped) -> dict:
+    """AS-CFL's Stage 1 and 2 in numbers (empty for the baselines): clusters the incentive
+    formed; the largest and the median ``G_k`` entering the split/merge pass (finite values
+    only); splits made, splits the guard refused, merges made."""
+    adjustment = regrouped.adjustment
+    columns = {
+        "incentive_clusters": ""
+        if regrouped.incentive_clusters is None
+        else regrouped.incentive_clusters,
+        "g_max": "",
+        "g_median": "",
+        "splits": "",
+        "refused_splits": "",
+        "merges": "",
+    }
+    if adjustment is None:
+        return columns
+    ratio = adjustment.geometry.ratio
+    finite = ratio[np.isfinite(ratio)]
+    if finite.size:
+        columns["g_max"] = round(float(finite.max()), 6)
+        columns["g_median"] = round(float(np.median(finite)), 6)
+    columns["splits"] = len(adjustment.splits)
+    columns["refused_splits"] = adjustment.refused_splits
+    columns["merges"] = len(adjustment.merges)
+    return columns
+
+
 def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
     method = "fedavg" if config.method == "ifca" and config.clusters == 1 else config.method
     return server.ServerSettings(
@@ -69,6 +97,7 @@ def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
         merge_threshold=config.merge_threshold,
         unit_vectors=config.em_space == "unit",
         singletons=config.singletons,
+        split_guard=config.split_guard,
         clip_norm=config.clip_norm,
         noise_multiplier=config.noise_multiplier,
         clusters=config.clusters,
@@ -265,6 +294,7 @@ def run_clustered_images(
             ),
             "rank": "" if rank is None else rank,
             "reporting": len(ids),
+            **_adjustment_columns(regrouped),
         }
         new = ClusterState(regrouped.models, new_of, tuple(regrouped.splits))
         postfix = {"acc": f"{row['acc']:.3f}", "K": str(row["clusters"])}

@@ -80,6 +80,7 @@ class ServerSettings:
     merge_threshold: float = 0.2
     unit_vectors: bool = False  # EM and G_k on update directions (split_merge ``normalize``)
     singletons: str = "keep"  # split_merge's policy for single-client clusters
+    split_guard: str = "none"  # split_merge's guard: "halves" splits only into settled halves
     clip_norm: float | None = None
     noise_multiplier: float = 0.0
     clusters: int = 4  # K of cfl-fixed and ifca
@@ -110,6 +111,8 @@ class Regrouped:
     cluster_of: dict[int, int]
     rank: int | None = None
     splits: tuple = ()
+    incentive_clusters: int | None = None  # AS-CFL: clusters Stage 1 formed
+    adjustment: split_merge.Adjustment | None = None  # AS-CFL: Stage 2's pass (G_k and all)
 
 
 def _local_models(
@@ -166,7 +169,7 @@ def regroup(
     starts = [models[cluster_of[cid]] for cid in got.client_ids]
     sizes = got.examples.astype(np.float64)
     flat = np.stack([flatten(u) for u in got.updates])
-    rank, splits = None, ()
+    rank, splits, grown, adjusted = None, (), None, None
     if settings.method == "fedavg":
         labels = np.zeros(len(flat), dtype=np.int64)
     elif settings.method == "ifca":  # the clients chose their model before training
@@ -180,6 +183,7 @@ def regroup(
         labels = _cfl_labels(flat, sizes, cluster_of, got, settings)
     else:
         labels, rank, points = _ascfl_labels(flat, sizes, starts, got, settings, evaluate)
+        grown = len(set(labels.tolist()))
         if settings.adjustment and len(set(labels.tolist())) >= 1 and len(flat) > 1:
             _, adjusted = split_merge.dynamic_adjustment(
                 points,
@@ -190,6 +194,7 @@ def regroup(
                 previous_splits=previous_splits,
                 normalize=settings.unit_vectors,
                 singletons=settings.singletons,
+                split_guard=settings.split_guard,
             )
             labels, splits = np.asarray(adjusted.labels, dtype=np.int64), tuple(adjusted.splits)
     new_models = _aggregate(labels, starts, got, settings, rng)
@@ -204,6 +209,8 @@ def regroup(
         {cid: order[int(k)] for cid, k in zip(got.client_ids, labels)},
         rank,
         splits,
+        grown,
+        adjusted,
     )
 
 

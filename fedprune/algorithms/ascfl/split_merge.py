@@ -46,6 +46,14 @@ Paper sentences and how they are read:
   then Split ... else if G_k < α then Merge" (Algorithm 1 lines 19-24): every decision uses
   the ``G`` values of the configuration entering the pass; the union guard is evaluated on
   the configuration as updated so far.
+* Split guard (no sentence; ``split_guard="halves"``, off by default) -- the counterpart of
+  the merge's union guard: a split is made only if both halves' own ``G`` stays ``<= β`` in
+  the configuration after it. Update directions carry SGD noise whose share grows as the
+  models converge, so ``D_k`` of a group of like clients grows while ``S_k`` does not; its
+  ``G_k`` passes β and, read literally, it is split. Two halves of such a group have nearby
+  centroids (small ``S``), so each half's ``G`` is above β again and they can never get below
+  α to merge back: K only grows. Two halves of a cluster that really holds two groups have
+  far-apart centroids and small ``G``, and the guard lets that split through.
 * ``split_threshold`` must exceed ``merge_threshold``, else a cluster could qualify for both.
 """
 
@@ -72,6 +80,8 @@ SplitMethod = Literal["two_means", "min_cross_similarity"]
 SPLIT_METHODS: tuple[str, ...] = ("two_means", "min_cross_similarity")
 SingletonPolicy = Literal["keep", "merge"]
 SINGLETON_POLICIES: tuple[str, ...] = ("keep", "merge")
+SplitGuard = Literal["none", "halves"]
+SPLIT_GUARDS: tuple[str, ...] = ("none", "halves")
 SplitPair = tuple[frozenset[int], frozenset[int]]
 
 
@@ -245,13 +255,15 @@ class Adjustment:
     ``labels``: the new labels 0..K'-1 (first appearance); ``splits``: for each split, the
     member sets of its two halves (pass them as ``previous_splits`` next round); ``merges``:
     for each merge, the member sets of the two merged clusters; ``geometry``: ``G`` and its
-    parts for the clusters entering the pass.
+    parts for the clusters entering the pass; ``refused_splits``: clusters above β whose
+    split the split guard refused.
     """
 
     labels: np.ndarray
     splits: tuple[SplitPair, ...]
     merges: tuple[SplitPair, ...]
     geometry: ClusterGeometry
+    refused_splits: int = 0
 
 
 def _reunites(a: frozenset, b: frozenset, previous_splits: Iterable[SplitPair]) -> bool:
@@ -268,6 +280,7 @@ def adjust_clusters(
     singletons: SingletonPolicy = "keep",
     previous_splits: Sequence[SplitPair] = (),
     split_method: SplitMethod = "two_means",
+    split_guard: SplitGuard = "none",
     normalize: bool = False,
     client_ids: ClientIds = None,
 ) -> Adjustment:
@@ -277,6 +290,7 @@ def adjust_clusters(
     check_thresholds(split_threshold, merge_threshold)
     checks.check_choice("singletons", singletons, SINGLETON_POLICIES)
     checks.check_choice("split_method", split_method, SPLIT_METHODS)
+    checks.check_choice("split_guard", split_guard, SPLIT_GUARDS)
     x = _points(points, normalize, client_ids)
     n = len(x)
     w = weights_from_sizes(data_sizes, n)
@@ -290,10 +304,18 @@ def adjust_clusters(
     current = start.copy()
     splits: list[SplitPair] = []
     consumed: set[int] = set()
+    refused = 0
     for c in range(k):
         if len(members[c]) >= 2 and ratio[c] > split_threshold:
             second = bipartition(x[members[c]], w[members[c]], method=split_method)
-            current[members[c][second]] = k + len(splits)
+            trial = current.copy()
+            trial[members[c][second]] = k + len(splits)
+            if split_guard == "halves" and not _halves_settled(
+                x, trial, w, members[c], second, split_threshold
+            ):
+                refused += 1
+                continue
+            current = trial
             splits.append((_set(members[c][~second]), _set(members[c][second])))
             consumed.add(c)
 
@@ -319,7 +341,22 @@ def adjust_clusters(
         current[members[other]] = c
         consumed |= {c, other}
         merges.append((a, b))
-    return Adjustment(label_array(current, n), tuple(splits), tuple(merges), geometry)
+    return Adjustment(label_array(current, n), tuple(splits), tuple(merges), geometry, refused)
+
+
+def _halves_settled(
+    x: np.ndarray,
+    trial: np.ndarray,
+    w: np.ndarray,
+    members: np.ndarray,
+    second: np.ndarray,
+    split_threshold: float,
+) -> bool:
+    """The split guard: both halves' ``G <= β`` in the configuration ``trial``."""
+    renumbered = label_array(trial, len(x))
+    ratio = _geometry(x, renumbered, w).ratio
+    halves = (renumbered[members[~second][0]], renumbered[members[second][0]])
+    return all(ratio[h] <= split_threshold for h in halves)
 
 
 def _set(indices: np.ndarray) -> frozenset[int]:
@@ -337,6 +374,7 @@ def dynamic_adjustment(
     singletons: SingletonPolicy = "keep",
     previous_splits: Sequence[SplitPair] = (),
     split_method: SplitMethod = "two_means",
+    split_guard: SplitGuard = "none",
     normalize: bool = False,
     client_ids: ClientIds = None,
 ) -> tuple[EmResult, Adjustment]:
@@ -355,6 +393,7 @@ def dynamic_adjustment(
         singletons=singletons,
         previous_splits=previous_splits,
         split_method=split_method,
+        split_guard=split_guard,
         normalize=normalize,
         client_ids=client_ids,
     )

@@ -59,6 +59,7 @@ BAD = [
     (lambda: split_merge.em_refine(PTS, [0.0, 0, 1, 1]), "labels must hold one integer"),
     (lambda: split_merge.adjust_clusters(PTS, [0, 0, 1, 1], singletons="x"), "--singletons"),
     (lambda: split_merge.adjust_clusters(PTS, [0, 0, 1, 1], split_method="x"), "--split-method"),
+    (lambda: split_merge.adjust_clusters(PTS, [0, 0, 1, 1], split_guard="x"), "--split-guard"),
     (lambda: split_merge.bipartition(PTS[:1]), "at least 2 clients"),
     # aggregation and accounting
     (lambda: noisy_aggregation.clip_updates(U, 0.0), "--clip-norm must be in"),

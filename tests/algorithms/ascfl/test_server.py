@@ -41,7 +41,13 @@ def test_em_on_unit_vectors_keeps_the_direction_groups_raw_em_moves_a_small_upda
 
 def test_em_space_and_singletons_reach_the_server_and_only_non_defaults_are_recorded():
     default = ClusteredImageConfig()
-    changed = ClusteredImageConfig(em_space="unit", singletons="merge")
+    changed = ClusteredImageConfig(em_space="unit", singletons="merge", split_guard="halves")
+    assert (settings_of(default).split_guard, settings_of(changed).split_guard) == (
+        "none",
+        "halves",
+    )
+    assert "split_guard" not in default.recorded()
+    assert changed.recorded()["split_guard"] == "halves"
     assert settings_of(default).unit_vectors is False and settings_of(changed).unit_vectors
     assert (settings_of(default).singletons, settings_of(changed).singletons) == ("keep", "merge")
     recorded = default.recorded()  # run directories from before the options resume

@@ -123,6 +123,35 @@ def test_singletons_are_kept_unless_asked():
     assert merged.labels.tolist() == [0, 0, 0, 1, 1]
 
 
+# Cluster 0: the six unit vectors e1..e6 (every pair sqrt 2 apart: like updates whose
+# directions are all noise), centre 1/6 on each, D = sqrt(25/36 + 5/36) = 0.913. Cluster 1:
+# a compact pair around that centre + e7 (S = 1 for both): G = 0.913 and 0.1.
+NOISE = np.zeros((8, 9))
+NOISE[np.arange(6), np.arange(6)] = 1.0
+NOISE[6:, :6] = 1 / 6
+NOISE[6:, 6] = 1.0
+NOISE[6, 7], NOISE[7, 7] = 0.1, -0.1
+
+
+def test_the_split_guard_refuses_halves_that_would_split_again():
+    labels = [0] * 6 + [1, 1]
+    literal = adjust_clusters(NOISE, labels)
+    # two-means is seeded by e1 and e2 (the first farthest pair); e3..e6 are equidistant and
+    # go to e1's side: the split is {e2} against the rest
+    assert literal.geometry.ratio == pytest.approx([np.sqrt(30 / 36), 0.1])
+    assert literal.splits == ((frozenset({0, 2, 3, 4, 5}), frozenset({1})),)
+    # that rest (centre 0.2 on five axes, D = sqrt 0.8 = 0.894) has cluster 1's centre as its
+    # nearest (sqrt(5/900 + 1/36 + 1) = 1.017): G = 0.88 > 0.8, so the guard refuses the split
+    guarded = adjust_clusters(NOISE, labels, split_guard="halves")
+    assert guarded.splits == () and guarded.refused_splits == 1
+    assert guarded.labels.tolist() == labels
+    # a cluster that holds two groups is still split under the guard: SPREAD's halves have
+    # D = 1 and S = sqrt 32 = 5.66 to cluster 1 (G = 0.18)
+    assert adjust_clusters(SPREAD, [0, 0, 0, 0, 1, 1], split_guard="halves").splits == (
+        (frozenset({0, 1}), frozenset({2, 3})),
+    )
+
+
 def test_one_cluster_is_left_alone():
     adj = adjust_clusters(SPREAD, [0] * 6)
     assert adj.splits == () and adj.merges == () and adj.labels.tolist() == [0] * 6
