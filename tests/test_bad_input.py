@@ -171,6 +171,11 @@ CASES = {
     ),
     "ascfl theta above 1": (_nothing, ASCFL + ["--theta", "1.5"], "--theta must be in (0, 1]"),
     "ascfl missing dataset": (_nothing, ASCFL, "mnist"),
+    "ascfl unknown update reference": (
+        _nothing,
+        ASCFL + ["--update-reference", "global"],
+        "--update-reference: invalid choice: 'global'",
+    ),
     "ascfl unknown split guard": (
         _nothing,
         ASCFL + ["--split-guard", "always"],

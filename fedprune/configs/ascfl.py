@@ -119,6 +119,12 @@ class ClusteredImageConfig(Config):
         "or always as 3.3 writes (none)",
         rule=one_of(("none", "halves")),
     )
+    update_reference: str = param(
+        "start",
+        help="the update AS-CFL's similarity, EM and G_k compare: each client's change from "
+        "the model it received (start), or from the clients' common mean model (common)",
+        rule=one_of(("start", "common")),
+    )
     split_threshold: float = param(0.8, help="G_k above this splits (beta)", rule=POSITIVE)
     merge_threshold: float = param(0.2, help="G_k below this merges", rule=POSITIVE)
     clip_norm: float | None = param(
@@ -145,6 +151,7 @@ class ClusteredImageConfig(Config):
             "em_space",
             "singletons",
             "split_guard",
+            "update_reference",
         }
         unused = {
             "ascfl": {"clusters", "eps1", "eps2"},
@@ -164,10 +171,17 @@ class ClusteredImageConfig(Config):
     def recorded(self) -> dict:
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
-        ``--em-space``, ``--singletons`` and ``--split-guard`` where they keep their defaults."""
+        ``--em-space``, ``--singletons``, ``--split-guard`` and ``--update-reference`` where
+        they keep their defaults."""
         recorded = super().recorded()
         recorded.pop("scale")
-        for name, default in (("em_space", "raw"), ("singletons", "keep"), ("split_guard", "none")):
+        later = (
+            ("em_space", "raw"),
+            ("singletons", "keep"),
+            ("split_guard", "none"),
+            ("update_reference", "start"),
+        )
+        for name, default in later:
             if recorded[name] == default:
                 recorded.pop(name)
         return recorded

@@ -55,9 +55,11 @@ sentence it reads, then the choice (the module docstrings give details and optio
     cluster, merge candidates in increasing G, one operation per cluster per pass.
 15. "if the value of G_k falls below a predefined merging threshold (α = 0.2)" (3.3): a
     singleton's G is 0, so singletons are kept apart by default (option: merge them).
-16. (no sentence; oscillation guard) a merge needs the union's G <= β (so never leaves a
+16. (no sentence; oscillation guards) a merge needs the union's G <= β (so never leaves a
     single cluster, whose G is undefined) and must not reunite the halves of the previous
-    pass's split; β > α is required.
+    pass's split; β > α is required. Option ``split_guard="halves"``: a split needs both
+    halves' G <= β (the halves of a group of like clients, whose G grew with the SGD noise of
+    converging models, sit close together, have G > β themselves, and could never merge back).
 17. "The weight for each client is proportional to the size of its local dataset" (3.4):
     p_i = n_i / sum n_j.
 18. "The differential privacy parameters are set to ε and δ, with the noise scale, σ

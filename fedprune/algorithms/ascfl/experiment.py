@@ -98,6 +98,7 @@ def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
         unit_vectors=config.em_space == "unit",
         singletons=config.singletons,
         split_guard=config.split_guard,
+        update_reference=config.update_reference,
         clip_norm=config.clip_norm,
         noise_multiplier=config.noise_multiplier,
         clusters=config.clusters,

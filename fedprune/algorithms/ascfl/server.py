@@ -30,6 +30,17 @@ package (``fedprune/algorithms/ascfl/__init__.py``):
   regroup clients by data size: on one round of real updates (MNIST, IID labels;
   ``experiments/ascfl_admission_probe.py``) the incentive's four exact rotation groups
   (ARI 1.0) came out of raw EM at ARI 0.05 in round 1.
+* **Which update the similarity compares** (``--update-reference``). Algorithm 1 line 9's
+  Δw_i is the client's change from the model it received (``start``, default). After a round
+  with several clusters, clients that trained from different cluster models return changes
+  from different points: their cosine then says how alike their last steps were, not how
+  alike the models they reach are, and late in training those steps are mostly SGD noise
+  (measured: the rotation groups' G_k rises from 0.5 in round 1 to ~1 by round 15 on
+  rotation-only MNIST). ``common`` measures every client's change from one shared point, the
+  data-size weighted mean of the models the reporting clients received (w_start(i) + Δw_i −
+  w̄): clients of one cluster share its offset from w̄. With a single cluster both are the
+  same. The incentive, EM and G_k all see these vectors; the aggregation still averages the
+  clients' own Δw.
 * **CFL** (Sattler et al.): one cluster at the start; in every round each cluster with at
   least ``min_size`` members is split in two (optimal bipartition of the cosine similarity)
   when its weighted mean update norm is below ε1 and its largest update norm above ε2.
@@ -81,6 +92,7 @@ class ServerSettings:
     unit_vectors: bool = False  # EM and G_k on update directions (split_merge ``normalize``)
     singletons: str = "keep"  # split_merge's policy for single-client clusters
     split_guard: str = "none"  # split_merge's guard: "halves" splits only into settled halves
+    update_reference: str = "start"  # AS-CFL's similarity: Δw from each client's start or "common"
     clip_norm: float | None = None
     noise_multiplier: float = 0.0
     clusters: int = 4  # K of cfl-fixed and ifca
@@ -182,7 +194,17 @@ def regroup(
     elif settings.method == "cfl":
         labels = _cfl_labels(flat, sizes, cluster_of, got, settings)
     else:
-        labels, rank, points = _ascfl_labels(flat, sizes, starts, got, settings, evaluate)
+        compared = got
+        if settings.update_reference == "common":
+            compared = dataclasses.replace(got, updates=_from_common_point(starts, got))
+        labels, rank, points = _ascfl_labels(
+            np.stack([flatten(u) for u in compared.updates]),
+            sizes,
+            starts,
+            compared,
+            settings,
+            evaluate,
+        )
         grown = len(set(labels.tolist()))
         if settings.adjustment and len(set(labels.tolist())) >= 1 and len(flat) > 1:
             _, adjusted = split_merge.dynamic_adjustment(
@@ -214,6 +236,16 @@ def regroup(
     )
 
 
+def _from_common_point(starts: Sequence[Weights], got: ClientUpdates) -> list[Weights]:
+    """Every client's local model minus the data-size weighted mean of the start models
+    (``--update-reference common``; the module text)."""
+    common = average(starts, got.examples.astype(np.float64))
+    return [
+        [s + u - c for s, u, c in zip(start, update, common)]
+        for start, update in zip(starts, got.updates)
+    ]
+
+
 def _cfl_labels(
     flat: np.ndarray,
     sizes: np.ndarray,
@@ -242,19 +274,22 @@ def _cfl_labels(
 
 
 def _ascfl_labels(
-    flat: np.ndarray,
+    compared: Sequence[Weights],
     sizes: np.ndarray,
     starts: Sequence[Weights],
     got: ClientUpdates,
     settings: ServerSettings,
     evaluate: Callable[[Weights], float],
 ) -> tuple[np.ndarray, int | None, np.ndarray]:
+    """Stage 1 on the vectors ``compared`` (the clients' Δw, or their changes from a common
+    point); the proxy evaluation averages the clients' real local models (start + Δw)."""
     ids = list(got.client_ids)
     if settings.low_rank:
-        output = np.stack([np.concatenate([np.ravel(u) for u in up[-2:]]) for up in got.updates])
+        output = np.stack([np.concatenate([np.ravel(u) for u in up[-2:]]) for up in compared])
         low = similarity.low_rank_similarity(output, settings.explained_variance, ids)
         sim, rank, points = low.similarity, low.rank, np.asarray(low.coefficients)
     else:
+        flat = np.stack([flatten(u) for u in compared])
         sim, rank, points = similarity.cosine_similarity_matrix(flat, ids), None, flat
     local = [[s + u for s, u in zip(start, up)] for start, up in zip(starts, got.updates)]
     cache: dict[tuple[int, ...], float] = {}

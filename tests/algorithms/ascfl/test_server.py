@@ -41,7 +41,11 @@ def test_em_on_unit_vectors_keeps_the_direction_groups_raw_em_moves_a_small_upda
 
 def test_em_space_and_singletons_reach_the_server_and_only_non_defaults_are_recorded():
     default = ClusteredImageConfig()
-    changed = ClusteredImageConfig(em_space="unit", singletons="merge", split_guard="halves")
+    changed = ClusteredImageConfig(
+        em_space="unit", singletons="merge", split_guard="halves", update_reference="common"
+    )
+    assert settings_of(changed).update_reference == "common"
+    assert "update_reference" not in ClusteredImageConfig().recorded()
     assert (settings_of(default).split_guard, settings_of(changed).split_guard) == (
         "none",
         "halves",
@@ -67,3 +71,30 @@ def test_singletons_option_reaches_split_merge():
         for policy in ("keep", "merge")
     }
     assert clusters["merge"] < clusters["keep"]
+
+
+def test_update_reference_common_compares_where_the_clients_ended():
+    # Clients 0-2 trained from cluster 0's model (0, 0), clients 3-5 from cluster 1's (10, 0).
+    # Their changes alternate between two directions, so from their own starts they pair up
+    # across clusters ({0, 2, 4} and {1, 3, 5}); from the common mean model (5, 0) each
+    # client sits at -5 or +5 plus its small change, so the clusters it trained in remain.
+    steps = ([1, 0.2], [0.2, 1]) * 3
+    updates = [[np.array(v, dtype=np.float32)] for v in steps]
+    n = len(updates)
+    got = ClientUpdates(list(range(n)), updates, np.full(n, 100), np.zeros(n), np.zeros(n))
+    models = [[np.zeros(2, dtype=np.float32)], [np.array([10.0, 0.0], dtype=np.float32)]]
+    cluster_of = {c: int(c >= 3) for c in range(n)}
+
+    def regroup(reference: str) -> list[int]:
+        settings = server.ServerSettings(
+            incentive=False, low_rank=False, unit_vectors=True, update_reference=reference
+        )
+        out = server.regroup(
+            models, cluster_of, got, settings, lambda w: 0.0, np.random.default_rng(0)
+        )
+        return [out.cluster_of[c] for c in range(n)]
+
+    start = regroup("start")
+    assert start[0] == start[2] == start[4] != start[1] == start[3] == start[5]
+    common = regroup("common")
+    assert common[0] == common[1] == common[2] != common[3] == common[4] == common[5]
