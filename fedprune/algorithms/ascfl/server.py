@@ -194,17 +194,10 @@ def regroup(
     elif settings.method == "cfl":
         labels = _cfl_labels(flat, sizes, cluster_of, got, settings)
     else:
-        compared = got
+        compared = got.updates
         if settings.update_reference == "common":
-            compared = dataclasses.replace(got, updates=_from_common_point(starts, got))
-        labels, rank, points = _ascfl_labels(
-            np.stack([flatten(u) for u in compared.updates]),
-            sizes,
-            starts,
-            compared,
-            settings,
-            evaluate,
-        )
+            compared = _from_common_point(starts, got)
+        labels, rank, points = _ascfl_labels(compared, sizes, starts, got, settings, evaluate)
         grown = len(set(labels.tolist()))
         if settings.adjustment and len(set(labels.tolist())) >= 1 and len(flat) > 1:
             _, adjusted = split_merge.dynamic_adjustment(

@@ -98,3 +98,26 @@ def test_update_reference_common_compares_where_the_clients_ended():
     assert start[0] == start[2] == start[4] != start[1] == start[3] == start[5]
     common = regroup("common")
     assert common[0] == common[1] == common[2] != common[3] == common[4] == common[5]
+
+
+def test_low_rank_similarity_sees_the_whole_output_layer():
+    # Regression (32b387c passed flattened vectors where per-layer updates were expected, so
+    # the low rank saw only the last two numbers of each update): an output kernel and bias
+    # whose updates span three directions must give rank 3, not at most 2.
+    rng = np.random.default_rng(0)
+    basis = rng.normal(size=(3, 12))
+    updates = [
+        [
+            np.zeros(4, dtype=np.float32),
+            basis[i % 3].reshape(4, 3).astype(np.float32),
+            np.zeros(3, dtype=np.float32),
+        ]
+        for i in range(6)
+    ]
+    got = ClientUpdates(list(range(6)), updates, np.full(6, 100), np.zeros(6), np.zeros(6))
+    models = [[np.zeros(4, np.float32), np.zeros((4, 3), np.float32), np.zeros(3, np.float32)]]
+    settings = server.ServerSettings(incentive=False, low_rank=True)
+    out = server.regroup(
+        models, dict.fromkeys(range(6), 0), got, settings, lambda w: 0.0, np.random.default_rng(0)
+    )
+    assert out.rank == 3
