@@ -176,6 +176,11 @@ CASES = {
         ASCFL + ["--update-reference", "global"],
         "--update-reference: invalid choice: 'global'",
     ),
+    "ascfl unknown stage1": (
+        _nothing,
+        ASCFL + ["--stage1", "never"],
+        "--stage1: invalid choice: 'never'",
+    ),
     "ascfl unknown split guard": (
         _nothing,
         ASCFL + ["--split-guard", "always"],

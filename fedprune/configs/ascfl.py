@@ -125,6 +125,12 @@ class ClusteredImageConfig(Config):
         "the model it received (start), or from the clients' common mean model (common)",
         rule=one_of(("start", "common")),
     )
+    stage1: str = param(
+        "every_round",
+        help="when AS-CFL's incentive clustering (Stage 1) forms clusters: every round, as "
+        "Algorithm 1 places it, or in the first round only, Stage 2 adjusting them after",
+        rule=one_of(("every_round", "first_round")),
+    )
     split_threshold: float = param(0.8, help="G_k above this splits (beta)", rule=POSITIVE)
     merge_threshold: float = param(0.2, help="G_k below this merges", rule=POSITIVE)
     clip_norm: float | None = param(
@@ -152,6 +158,7 @@ class ClusteredImageConfig(Config):
             "singletons",
             "split_guard",
             "update_reference",
+            "stage1",
         }
         unused = {
             "ascfl": {"clusters", "eps1", "eps2"},
@@ -171,8 +178,8 @@ class ClusteredImageConfig(Config):
     def recorded(self) -> dict:
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
-        ``--em-space``, ``--singletons``, ``--split-guard`` and ``--update-reference`` where
-        they keep their defaults."""
+        ``--em-space``, ``--singletons``, ``--split-guard``, ``--update-reference`` and
+        ``--stage1`` where they keep their defaults."""
         recorded = super().recorded()
         recorded.pop("scale")
         later = (
@@ -180,6 +187,7 @@ class ClusteredImageConfig(Config):
             ("singletons", "keep"),
             ("split_guard", "none"),
             ("update_reference", "start"),
+            ("stage1", "every_round"),
         )
         for name, default in later:
             if recorded[name] == default:

@@ -99,6 +99,7 @@ def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
         singletons=config.singletons,
         split_guard=config.split_guard,
         update_reference=config.update_reference,
+        stage1=config.stage1,
         clip_norm=config.clip_norm,
         noise_multiplier=config.noise_multiplier,
         clusters=config.clusters,
@@ -251,6 +252,7 @@ def run_clustered_images(
             evaluator.proxy,
             rng,
             state.previous_splits,
+            first_round=t == 1,
         )
         new_of = cluster_of.copy()
         if settings.method != "ifca":  # clusters renumbered: non-reporting clients follow

@@ -41,6 +41,14 @@ package (``fedprune/algorithms/ascfl/__init__.py``):
   w̄): clients of one cluster share its offset from w̄. With a single cluster both are the
   same. The incentive, EM and G_k all see these vectors; the aggregation still averages the
   clients' own Δw.
+* **When Stage 1 runs** (``--stage1``). Algorithm 1 puts Stage 1 (line 16, "Perform
+  initial greedy clustering ... to form initial clusters") inside the round loop
+  (``every_round``, default). Its name, §3.2's title ("Initial Clustering with Adaptive
+  Similarity") and "Thus, the initial K is data-driven" (§3.2.2) also read as clusters
+  formed *once* and then adjusted: ``first_round`` runs the incentive in round 1 only; in
+  every later round Stage 2 (EM, then split/merge) starts from the previous round's clusters,
+  on that round's updates. Clients that did not report before start in the cluster they were
+  given (cluster 0 in round 1).
 * **CFL** (Sattler et al.): one cluster at the start; in every round each cluster with at
   least ``min_size`` members is split in two (optimal bipartition of the cosine similarity)
   when its weighted mean update norm is below ε1 and its largest update norm above ε2.
@@ -93,6 +101,7 @@ class ServerSettings:
     singletons: str = "keep"  # split_merge's policy for single-client clusters
     split_guard: str = "none"  # split_merge's guard: "halves" splits only into settled halves
     update_reference: str = "start"  # AS-CFL's similarity: Δw from each client's start or "common"
+    stage1: str = "every_round"  # AS-CFL's incentive clustering: every round or "first_round"
     clip_norm: float | None = None
     noise_multiplier: float = 0.0
     clusters: int = 4  # K of cfl-fixed and ifca
@@ -175,9 +184,11 @@ def regroup(
     evaluate: Callable[[Weights], float],
     rng: np.random.Generator,
     previous_splits: tuple = (),
+    first_round: bool = True,
 ) -> Regrouped:
     """Form this round's clusters from the updates and aggregate (see the module text).
-    ``evaluate(model)`` is the proxy accuracy of a model (AS-CFL's incentive only)."""
+    ``evaluate(model)`` is the proxy accuracy of a model (AS-CFL's incentive only);
+    ``first_round`` says whether AS-CFL's Stage 1 runs under ``stage1="first_round"``."""
     starts = [models[cluster_of[cid]] for cid in got.client_ids]
     sizes = got.examples.astype(np.float64)
     flat = np.stack([flatten(u) for u in got.updates])
@@ -197,8 +208,12 @@ def regroup(
         compared = got.updates
         if settings.update_reference == "common":
             compared = _from_common_point(starts, got)
-        labels, rank, points = _ascfl_labels(compared, sizes, starts, got, settings, evaluate)
-        grown = len(set(labels.tolist()))
+        rank, sim, points = _similarity_space(compared, got.client_ids, settings)
+        if settings.stage1 == "every_round" or first_round:
+            labels = _incentive_labels(sim, sizes, starts, got, settings, evaluate)
+            grown = len(set(labels.tolist()))
+        else:  # Stage 2 refines the clusters the clients trained in
+            labels = np.array([cluster_of[cid] for cid in got.client_ids], dtype=np.int64)
         if settings.adjustment and len(set(labels.tolist())) >= 1 and len(flat) > 1:
             _, adjusted = split_merge.dynamic_adjustment(
                 points,
@@ -266,24 +281,32 @@ def _cfl_labels(
     return labels
 
 
-def _ascfl_labels(
-    compared: Sequence[Weights],
+def _similarity_space(
+    compared: Sequence[Weights], ids: Sequence[int], settings: ServerSettings
+) -> tuple[int | None, np.ndarray, np.ndarray]:
+    """The rank (low-rank only), the similarity matrix of §3.2 and the vectors EM and G_k
+    see, from the vectors ``compared`` (the clients' Δw, or their changes from a common
+    point)."""
+    ids = list(ids)
+    if settings.low_rank:
+        output = np.stack([np.concatenate([np.ravel(u) for u in up[-2:]]) for up in compared])
+        low = similarity.low_rank_similarity(output, settings.explained_variance, ids)
+        return low.rank, low.similarity, np.asarray(low.coefficients)
+    flat = np.stack([flatten(u) for u in compared])
+    return None, similarity.cosine_similarity_matrix(flat, ids), flat
+
+
+def _incentive_labels(
+    sim: np.ndarray,
     sizes: np.ndarray,
     starts: Sequence[Weights],
     got: ClientUpdates,
     settings: ServerSettings,
     evaluate: Callable[[Weights], float],
-) -> tuple[np.ndarray, int | None, np.ndarray]:
-    """Stage 1 on the vectors ``compared`` (the clients' Δw, or their changes from a common
-    point); the proxy evaluation averages the clients' real local models (start + Δw)."""
+) -> np.ndarray:
+    """Stage 1 on the similarity ``sim``; the proxy evaluation averages the clients' real
+    local models (start + Δw)."""
     ids = list(got.client_ids)
-    if settings.low_rank:
-        output = np.stack([np.concatenate([np.ravel(u) for u in up[-2:]]) for up in compared])
-        low = similarity.low_rank_similarity(output, settings.explained_variance, ids)
-        sim, rank, points = low.similarity, low.rank, np.asarray(low.coefficients)
-    else:
-        flat = np.stack([flatten(u) for u in compared])
-        sim, rank, points = similarity.cosine_similarity_matrix(flat, ids), None, flat
     local = [[s + u for s, u in zip(start, up)] for start, up in zip(starts, got.updates)]
     cache: dict[tuple[int, ...], float] = {}
 
@@ -305,4 +328,4 @@ def _ascfl_labels(
         gain=settings.gain if settings.incentive else 0.0,
         theta=settings.theta,
     )
-    return np.asarray(grouped.labels, dtype=np.int64), rank, points
+    return np.asarray(grouped.labels, dtype=np.int64)

@@ -42,8 +42,14 @@ def test_em_on_unit_vectors_keeps_the_direction_groups_raw_em_moves_a_small_upda
 def test_em_space_and_singletons_reach_the_server_and_only_non_defaults_are_recorded():
     default = ClusteredImageConfig()
     changed = ClusteredImageConfig(
-        em_space="unit", singletons="merge", split_guard="halves", update_reference="common"
+        em_space="unit",
+        singletons="merge",
+        split_guard="halves",
+        update_reference="common",
+        stage1="first_round",
     )
+    assert settings_of(changed).stage1 == "first_round"
+    assert changed.recorded()["stage1"] == "first_round" and "stage1" not in default.recorded()
     assert settings_of(changed).update_reference == "common"
     assert "update_reference" not in ClusteredImageConfig().recorded()
     assert (settings_of(default).split_guard, settings_of(changed).split_guard) == (
@@ -98,6 +104,45 @@ def test_update_reference_common_compares_where_the_clients_ended():
     assert start[0] == start[2] == start[4] != start[1] == start[3] == start[5]
     common = regroup("common")
     assert common[0] == common[1] == common[2] != common[3] == common[4] == common[5]
+
+
+def test_stage1_first_round_forms_clusters_once_then_stage2_refines_them():
+    # Clients 0-2 and 3-5 point two ways; client 6 points like 0-2 but trained in cluster 1.
+    # Under stage1="first_round", after round 1 no proxy evaluation runs (no incentive) and
+    # EM starts from the clusters the clients trained in: client 6 moves to 0-2's cluster and
+    # the two clusters stay. In round 1, or every round by default, the incentive runs.
+    steps = ([1, 0.1], [1, 0], [1, -0.1], [0.1, 1], [0, 1], [-0.1, 1], [1, 0.05])
+    updates = [[np.array(v, dtype=np.float32)] for v in steps]
+    n = len(updates)
+    got = ClientUpdates(list(range(n)), updates, np.full(n, 100), np.zeros(n), np.zeros(n))
+    models = [[np.zeros(2, dtype=np.float32)], [np.ones(2, dtype=np.float32)]]
+    cluster_of = {0: 0, 1: 0, 2: 0, 3: 1, 4: 1, 5: 1, 6: 1}
+
+    def regroup(stage1: str, first_round: bool) -> tuple[list[int], int]:
+        calls = []
+
+        def evaluate(weights):
+            calls.append(1)
+            return 0.5
+
+        settings = server.ServerSettings(low_rank=False, unit_vectors=True, stage1=stage1)
+        out = server.regroup(
+            models,
+            cluster_of,
+            got,
+            settings,
+            evaluate,
+            np.random.default_rng(0),
+            first_round=first_round,
+        )
+        return [out.cluster_of[c] for c in range(n)], len(calls)
+
+    labels, evaluations = regroup("first_round", first_round=False)
+    assert evaluations == 0
+    assert labels[:3] == [labels[0]] * 3 and labels[3:6] == [labels[3]] * 3
+    assert labels[6] == labels[0] != labels[3]
+    for stage1, first in (("first_round", True), ("every_round", False)):
+        assert regroup(stage1, first)[1] > 0
 
 
 def test_low_rank_similarity_sees_the_whole_output_layer():
