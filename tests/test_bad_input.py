@@ -176,6 +176,11 @@ CASES = {
         ASCFL + ["--update-reference", "global"],
         "--update-reference: invalid choice: 'global'",
     ),
+    "ascfl unknown epochs rule": (
+        _nothing,
+        ASCFL + ["--epochs-rule", "adaptive"],
+        "--epochs-rule: invalid choice: 'adaptive'",
+    ),
     "ascfl unknown stage1": (
         _nothing,
         ASCFL + ["--stage1", "never"],

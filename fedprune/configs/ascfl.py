@@ -73,9 +73,15 @@ class ClusteredImageConfig(Config):
     )
     local_epochs: int | None = param(
         None,
-        help="local epochs E",
+        help="local epochs E (AS-CFL: the minimum, see --epochs-rule)",
         rule=optional(count()),
         default_text="by --scale: 1 / 10",
+    )
+    epochs_rule: str = param(
+        "data_size",
+        help="AS-CFL's local epochs per client (3.2.3): E_i = max(E, ceil(batch / n_i)), more "
+        "epochs for a client with fewer examples than a batch (data_size), or E for all",
+        rule=one_of(("data_size", "uniform")),
     )
     batch_size: int = har.batch_size()
     learning_rate: float = param(
@@ -159,6 +165,7 @@ class ClusteredImageConfig(Config):
             "split_guard",
             "update_reference",
             "stage1",
+            "epochs_rule",
         }
         unused = {
             "ascfl": {"clusters", "eps1", "eps2"},
@@ -178,8 +185,9 @@ class ClusteredImageConfig(Config):
     def recorded(self) -> dict:
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
-        ``--em-space``, ``--singletons``, ``--split-guard``, ``--update-reference`` and
-        ``--stage1`` where they keep their defaults."""
+        ``--em-space``, ``--singletons``, ``--split-guard``, ``--update-reference``,
+        ``--stage1`` and ``--epochs-rule`` where they keep their defaults (``data_size`` equals
+        ``uniform`` on every partition that has no client smaller than a batch)."""
         recorded = super().recorded()
         recorded.pop("scale")
         later = (
@@ -188,6 +196,7 @@ class ClusteredImageConfig(Config):
             ("split_guard", "none"),
             ("update_reference", "start"),
             ("stage1", "every_round"),
+            ("epochs_rule", "data_size"),
         )
         for name, default in later:
             if recorded[name] == default:

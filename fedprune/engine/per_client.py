@@ -170,14 +170,21 @@ def run_update_round(
     round_num: int,
     seed: int,
     batch_size: int,
+    epochs: Sequence[int] | None = None,
 ) -> ClientUpdates:
     """Call ``computation`` (:func:`build_update_round`) on these clients; ``model_of[id]``
     is the index of the model each client starts from. Shuffling as every round does
-    (``round_seed``), so a resumed run trains exactly the same."""
+    (``round_seed``), so a resumed run trains exactly the same. ``epochs`` (one per client):
+    each client's data is repeated that many times (reshuffled each time) before the
+    computation's own ``epochs``; build it with ``epochs=1`` for per-client epochs."""
     stack = [np.stack(ws) for ws in zip(*models)]
     datasets = [
         train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
     ]
+    if epochs is not None:
+        if len(epochs) != len(clients) or min(epochs, default=1) < 1:
+            raise ValueError(f"epochs must be one integer >= 1 per client, got {list(epochs)}")
+        datasets = [d.repeat(int(e)) for d, e in zip(datasets, epochs)]
     index = [np.int32(model_of[c.client_id]) for c in clients]
     results = call_interruptibly(  # one (update, metrics) per client
         lambda: computation(stack, np.float32(learning_rate), index, datasets)

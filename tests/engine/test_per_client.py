@@ -98,3 +98,28 @@ def test_zero_learning_rate_leaves_the_model_and_reports_its_loss(spec, tff_cont
 def test_bad_sizes_are_refused(spec):
     with pytest.raises(ValueError, match="epochs and models"):
         per_client.build_update_round(spec, epochs=0, models=1)
+
+
+def test_per_client_epochs_train_each_client_its_own_number_of_epochs(spec, tff_context):
+    # Full batches, so the numpy reference is exact: client 1 trains 3 epochs, client 2 one;
+    # and repeating every client E times equals a computation built with epochs=E.
+    models = _models(spec, 1)
+    clients = [_client(1, 8, 1), _client(2, 8, 2)]
+    once = per_client.build_update_round(spec, epochs=1, models=1)
+    got = per_client.run_update_round(
+        once, models, 0.5, {1: 0, 2: 0}, clients, 1, 0, 8, epochs=[3, 1]
+    )
+    assert got.examples.tolist() == [24, 8]
+    for client, epochs, update in zip(clients, (3, 1), got.updates):
+        w, b = _sgd_full_batch(*models[0], client.x_train, client.y_train, 0.5, epochs)
+        np.testing.assert_allclose(update[0], w - models[0][0], atol=1e-5)
+    twice = per_client.build_update_round(spec, epochs=2, models=1)
+    inside = per_client.run_update_round(twice, models, 0.5, {1: 0, 2: 0}, clients, 1, 0, 4)
+    outside = per_client.run_update_round(
+        once, models, 0.5, {1: 0, 2: 0}, clients, 1, 0, 4, epochs=[2, 2]
+    )
+    for a, b in zip(inside.updates, outside.updates):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="one integer >= 1 per client"):
+        per_client.run_update_round(once, models, 0.5, {1: 0, 2: 0}, clients, 1, 0, 8, [1])

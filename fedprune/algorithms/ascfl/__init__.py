@@ -78,6 +78,14 @@ sentence it reads, then the choice (the module docstrings give details and optio
     rounds" (4.4.2): per client, Jaccard of its cluster's member sets, averaged.
 23. "the number of rounds required to reach 90% peak accuracy" (4.1): first round with
     accuracy >= 0.9 x the run's maximum.
+24. "an adaptive number of local steps, calculated as the ceiling of the batch size divided
+    by the local data size" (3.5) and "a minimum of 10 local epochs is enforced" (3.2.3):
+    E_i = max(E, ceil(BS / n_i)) epochs, E = ``--local-epochs`` (10 at ``--scale paper``);
+    only a client with fewer examples than a batch trains more than E (``--epochs-rule``;
+    ``experiment.local_epochs``).
+25. Stage 1 is "initial greedy clustering ... to form initial clusters" inside the round
+    loop (Algorithm 1 line 16): every round (default), or once (``--stage1 first_round``;
+    ``server``'s module text).
 """
 
 from fedprune.algorithms.ascfl.cfl import (

@@ -82,6 +82,15 @@ def _adjustment_columns(regrouped: server.Regrouped) -> dict:
     return columns
 
 
+def local_epochs(config: ClusteredImageConfig, examples: int) -> int:
+    """AS-CFL's local epochs of a client with ``examples`` training examples (§3.2.3, "the
+    ceiling of the batch size divided by the local data size", with Algorithm 1 line 7's
+    minimum): E_i = max(E, ceil(BS / n_i)). Reading: the minimum is ``--local-epochs`` (the
+    paper's 10 at ``--scale paper``), so only a client with fewer examples than a batch
+    trains more than E epochs."""
+    return max(int(config.local_epochs), -(-int(config.batch_size) // max(int(examples), 1)))
+
+
 def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
     method = "fedavg" if config.method == "ifca" and config.clusters == 1 else config.method
     return server.ServerSettings(
@@ -199,7 +208,10 @@ def run_clustered_images(
     # (tracing in a TF graph invalidates Keras models built before it): the server's model
     # stack has one slot per client (at most N clusters), unused slots repeat model 0.
     slots = config.clusters if settings.method == "ifca" else config.num_clients
-    update_round = per_client.build_update_round(spec, config.local_epochs, slots)
+    per_client_epochs = settings.method == "ascfl" and config.epochs_rule == "data_size"
+    update_round = per_client.build_update_round(
+        spec, 1 if per_client_epochs else config.local_epochs, slots
+    )
     loss_round = per_client.build_loss_round(spec, slots) if settings.method == "ifca" else None
     evaluator = Evaluator(spec, fed)
     groups = np.asarray(fed.group_of_client)
@@ -242,6 +254,7 @@ def run_clustered_images(
             t,
             config.seed,
             config.batch_size,
+            [local_epochs(config, len(c.y_train)) for c in clients] if per_client_epochs else None,
         )
         rng = np.random.default_rng([config.seed, t, 1808])
         regrouped = server.regroup(

@@ -3,7 +3,7 @@
 import numpy as np
 
 from fedprune.algorithms.ascfl import server
-from fedprune.algorithms.ascfl.experiment import settings_of
+from fedprune.algorithms.ascfl.experiment import local_epochs, settings_of
 from fedprune.configs.ascfl import ClusteredImageConfig
 from fedprune.engine.per_client import ClientUpdates
 
@@ -166,3 +166,11 @@ def test_low_rank_similarity_sees_the_whole_output_layer():
         models, dict.fromkeys(range(6), 0), got, settings, lambda w: 0.0, np.random.default_rng(0)
     )
     assert out.rank == 3
+
+
+def test_local_epochs_rule_of_section_3_2_3():
+    config = ClusteredImageConfig(local_epochs=2, batch_size=32)
+    # ceil(32 / n): 5 examples -> 7 epochs, 10 -> 4, 31 -> 2 (= E), a batch or more -> E
+    assert [local_epochs(config, n) for n in (5, 10, 31, 32, 500)] == [7, 4, 2, 2, 2]
+    assert "epochs_rule" not in config.recorded()
+    assert ClusteredImageConfig(epochs_rule="uniform").recorded()["epochs_rule"] == "uniform"
