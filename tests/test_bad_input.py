@@ -181,6 +181,11 @@ CASES = {
         ASCFL + ["--epochs-rule", "adaptive"],
         "--epochs-rule: invalid choice: 'adaptive'",
     ),
+    "ascfl unknown merge guard": (
+        _nothing,
+        ASCFL + ["--merge-guard", "union"],
+        "--merge-guard: invalid choice: 'union'",
+    ),
     "ascfl unknown stage1": (
         _nothing,
         ASCFL + ["--stage1", "never"],

@@ -125,6 +125,12 @@ class ClusteredImageConfig(Config):
         "or always as 3.3 writes (none)",
         rule=one_of(("none", "halves")),
     )
+    merge_guard: str = param(
+        "settled",
+        help="merge two clusters only if their union's G_k <= beta (settled: not split "
+        "again) or <= the merge threshold (compact: as compact as the rule asks)",
+        rule=one_of(("settled", "compact")),
+    )
     update_reference: str = param(
         "start",
         help="the update AS-CFL's similarity, EM and G_k compare: each client's change from "
@@ -163,6 +169,7 @@ class ClusteredImageConfig(Config):
             "em_space",
             "singletons",
             "split_guard",
+            "merge_guard",
             "update_reference",
             "stage1",
             "epochs_rule",
@@ -185,15 +192,17 @@ class ClusteredImageConfig(Config):
     def recorded(self) -> dict:
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
-        ``--em-space``, ``--singletons``, ``--split-guard``, ``--update-reference``,
-        ``--stage1`` and ``--epochs-rule`` where they keep their defaults (``data_size`` equals
-        ``uniform`` on every partition that has no client smaller than a batch)."""
+        ``--em-space``, ``--singletons``, ``--split-guard``, ``--merge-guard``,
+        ``--update-reference``, ``--stage1`` and ``--epochs-rule`` where they keep their
+        defaults (``data_size`` equals ``uniform`` on every partition that has no client
+        smaller than a batch)."""
         recorded = super().recorded()
         recorded.pop("scale")
         later = (
             ("em_space", "raw"),
             ("singletons", "keep"),
             ("split_guard", "none"),
+            ("merge_guard", "settled"),
             ("update_reference", "start"),
             ("stage1", "every_round"),
             ("epochs_rule", "data_size"),

@@ -107,6 +107,7 @@ def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
         unit_vectors=config.em_space == "unit",
         singletons=config.singletons,
         split_guard=config.split_guard,
+        merge_guard=config.merge_guard,
         update_reference=config.update_reference,
         stage1=config.stage1,
         clip_norm=config.clip_norm,

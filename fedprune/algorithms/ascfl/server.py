@@ -101,6 +101,7 @@ class ServerSettings:
     singletons: str = "keep"  # split_merge's policy for single-client clusters
     split_guard: str = "none"  # split_merge's guard: "halves" splits only into settled halves
     update_reference: str = "start"  # AS-CFL's similarity: Δw from each client's start or "common"
+    merge_guard: str = "settled"  # split_merge's: the union's G <= β, or "compact" (<= α)
     stage1: str = "every_round"  # AS-CFL's incentive clustering: every round or "first_round"
     clip_norm: float | None = None
     noise_multiplier: float = 0.0
@@ -225,6 +226,7 @@ def regroup(
                 normalize=settings.unit_vectors,
                 singletons=settings.singletons,
                 split_guard=settings.split_guard,
+                merge_guard=settings.merge_guard,
             )
             labels, splits = np.asarray(adjusted.labels, dtype=np.int64), tuple(adjusted.splits)
     new_models = _aggregate(labels, starts, got, settings, rng)

@@ -54,6 +54,15 @@ Paper sentences and how they are read:
   centroids (small ``S``), so each half's ``G`` is above β again and they can never get below
   α to merge back: K only grows. Two halves of a cluster that really holds two groups have
   far-apart centroids and small ``G``, and the guard lets that split through.
+* Merge guard (``merge_guard``) -- "merged with a nearby similar cluster to prevent
+  over-segmentation" (3.3) names the purpose, not a test of the union. ``"settled"``
+  (default) is the oscillation guard above: the union's ``G <= β``. ``"compact"`` asks the
+  union to be a cluster the rule itself calls compact and well separated, ``G <= α``: two
+  parts of one group make such a union, two distinct groups (whose union's ``D`` is about
+  half their distance) do not. Read literally, ``G_k < α`` marks a cluster that is compact
+  *and far* from the others, which is the one least in need of merging: in a space where
+  clusters' models drift apart (``--update-reference common``) every G falls below α and the
+  settled guard lets distinct groups merge.
 * ``split_threshold`` must exceed ``merge_threshold``, else a cluster could qualify for both.
 """
 
@@ -82,6 +91,8 @@ SingletonPolicy = Literal["keep", "merge"]
 SINGLETON_POLICIES: tuple[str, ...] = ("keep", "merge")
 SplitGuard = Literal["none", "halves"]
 SPLIT_GUARDS: tuple[str, ...] = ("none", "halves")
+MergeGuard = Literal["settled", "compact"]
+MERGE_GUARDS: tuple[str, ...] = ("settled", "compact")
 SplitPair = tuple[frozenset[int], frozenset[int]]
 
 
@@ -281,6 +292,7 @@ def adjust_clusters(
     previous_splits: Sequence[SplitPair] = (),
     split_method: SplitMethod = "two_means",
     split_guard: SplitGuard = "none",
+    merge_guard: MergeGuard = "settled",
     normalize: bool = False,
     client_ids: ClientIds = None,
 ) -> Adjustment:
@@ -291,6 +303,7 @@ def adjust_clusters(
     checks.check_choice("singletons", singletons, SINGLETON_POLICIES)
     checks.check_choice("split_method", split_method, SPLIT_METHODS)
     checks.check_choice("split_guard", split_guard, SPLIT_GUARDS)
+    checks.check_choice("merge_guard", merge_guard, MERGE_GUARDS)
     x = _points(points, normalize, client_ids)
     n = len(x)
     w = weights_from_sizes(data_sizes, n)
@@ -336,7 +349,8 @@ def adjust_clusters(
         trial[members[other]] = c
         trial = label_array(trial, n)
         union = _geometry(x, trial, w).ratio[trial[members[c][0]]]
-        if not union <= split_threshold:  # nan: no other cluster would be left
+        bound = split_threshold if merge_guard == "settled" else merge_threshold
+        if not union <= bound:  # nan: no other cluster would be left
             continue
         current[members[other]] = c
         consumed |= {c, other}
@@ -375,6 +389,7 @@ def dynamic_adjustment(
     previous_splits: Sequence[SplitPair] = (),
     split_method: SplitMethod = "two_means",
     split_guard: SplitGuard = "none",
+    merge_guard: MergeGuard = "settled",
     normalize: bool = False,
     client_ids: ClientIds = None,
 ) -> tuple[EmResult, Adjustment]:
@@ -394,6 +409,7 @@ def dynamic_adjustment(
         previous_splits=previous_splits,
         split_method=split_method,
         split_guard=split_guard,
+        merge_guard=merge_guard,
         normalize=normalize,
         client_ids=client_ids,
     )

@@ -47,7 +47,9 @@ def test_em_space_and_singletons_reach_the_server_and_only_non_defaults_are_reco
         split_guard="halves",
         update_reference="common",
         stage1="first_round",
+        merge_guard="compact",
     )
+    assert settings_of(changed).merge_guard == "compact" and "merge_guard" not in default.recorded()
     assert settings_of(changed).stage1 == "first_round"
     assert changed.recorded()["stage1"] == "first_round" and "stage1" not in default.recorded()
     assert settings_of(changed).update_reference == "common"

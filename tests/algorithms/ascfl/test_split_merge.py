@@ -152,6 +152,23 @@ def test_the_split_guard_refuses_halves_that_would_split_again():
     )
 
 
+def test_the_compact_merge_guard_merges_parts_of_a_group_not_distinct_groups():
+    # A = {0, 0.2}, B = {1, 1.2}, C = {4, 4.2}: D = 0.1 each; S = 1, 1, 3; G = 0.1, 0.1, 1/30.
+    # C (lowest G) goes first, to its nearest B: B u C has centre 2.6, D = 1.5, S = 2.5 to A,
+    # G = 0.6 -- the settled guard (<= 0.8) merges it, the compact guard (<= 0.2) refuses.
+    # Then A to B: A u B has centre 0.6, D = 0.5, S = 3.5 to C, G = 1/7 <= 0.2: merged.
+    points = np.array([[0.0], [0.2], [1.0], [1.2], [4.0], [4.2]])
+    labels = [0, 0, 1, 1, 2, 2]
+    settled = adjust_clusters(points, labels)
+    assert settled.geometry.ratio == pytest.approx([0.1, 0.1, 1 / 30])
+    assert settled.merges == ((frozenset({4, 5}), frozenset({2, 3})),)
+    compact = adjust_clusters(points, labels, merge_guard="compact")
+    assert [set(pair) for pair in compact.merges] == [{frozenset({0, 1}), frozenset({2, 3})}]
+    assert compact.labels.tolist()[:4] == [compact.labels[0]] * 4
+    with pytest.raises(ConfigError, match="merge_guard"):
+        adjust_clusters(points, labels, merge_guard="union")
+
+
 def test_one_cluster_is_left_alone():
     adj = adjust_clusters(SPREAD, [0] * 6)
     assert adj.splits == () and adj.merges == () and adj.labels.tolist() == [0] * 6
