@@ -165,7 +165,7 @@ def test_the_compact_merge_guard_merges_parts_of_a_group_not_distinct_groups():
     compact = adjust_clusters(points, labels, merge_guard="compact")
     assert [set(pair) for pair in compact.merges] == [{frozenset({0, 1}), frozenset({2, 3})}]
     assert compact.labels.tolist()[:4] == [compact.labels[0]] * 4
-    with pytest.raises(ConfigError, match="merge_guard"):
+    with pytest.raises(ConfigError, match="--merge-guard must be one of"):
         adjust_clusters(points, labels, merge_guard="union")
 
 
