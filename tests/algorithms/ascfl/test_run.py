@@ -18,6 +18,13 @@ from tests.data.test_images import write_idx_pair
 
 pytestmark = pytest.mark.slow
 TINY = dict(num_clients=4, proxy_size=20, rounds=2, batch_size=16, min_frac=0.5, max_frac=1.0)
+FIRST_ROUND = dict(
+    stage1="first_round",
+    update_reference="common",
+    merge_guard="compact",
+    em_space="unit",
+    admission="retained_ratio",
+)
 
 
 @pytest.fixture
@@ -34,6 +41,7 @@ def image_dir(tmp_path):
         ClusteredImageConfig(**TINY),
         ClusteredImageConfig(**TINY, without="incentive", clip_norm=0.5, noise_multiplier=0.1),
         ClusteredImageConfig(**TINY, proxy_rotation="none", admission="similarity_gate"),
+        ClusteredImageConfig(**TINY, **FIRST_ROUND),
         CFLConfig(**TINY),
         CFLFixedConfig(**TINY, clusters=2),
         IFCAConfig(**TINY, clusters=2),
@@ -43,6 +51,7 @@ def image_dir(tmp_path):
         "ascfl",
         "ascfl-noise-no-incentive",
         "ascfl-upright-proxy",
+        "ascfl-first-round-common",
         "cfl",
         "cfl-fixed",
         "ifca",
@@ -65,8 +74,9 @@ def test_a_tiny_run_writes_its_files(config, image_dir, tmp_path, tff_context):
     assert run_clustered_images(config, out, image_dir, progress=False) == summary
 
 
-def test_resume_equals_uninterrupted(image_dir, tmp_path, monkeypatch, tff_context):
-    config = ClusteredImageConfig(**{**TINY, "rounds": 3})
+@pytest.mark.parametrize("options", [{}, FIRST_ROUND], ids=["default", "first-round"])
+def test_resume_equals_uninterrupted(options, image_dir, tmp_path, monkeypatch, tff_context):
+    config = ClusteredImageConfig(**{**TINY, "rounds": 3}, **options)
     straight = run_clustered_images(config, tmp_path / "a", image_dir, progress=False)
     out = tmp_path / "b"
     interrupted(
