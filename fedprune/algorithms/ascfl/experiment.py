@@ -333,6 +333,7 @@ def run_clustered_images(
     summary = {
         "method": config.method,
         "dataset": config.dataset,
+        "labels": config.labels,  # alpha applies to the Dirichlet label split only
         "alpha": config.alpha,
         "seed": config.seed,
         "rounds": result.rounds,

@@ -62,6 +62,7 @@ def test_a_tiny_run_writes_its_files(config, image_dir, tmp_path, tff_context):
     out = tmp_path / "run"
     summary = run_clustered_images(config, out, image_dir, progress=False)
     assert summary["rounds"] == 2 and 0.0 <= summary["final_acc"] <= 1.0
+    assert summary["labels"] == config.labels
     rows = (out / "metrics.csv").read_text().splitlines()
     assert len(rows) == 3 and "ari" in rows[0] and "stability" in rows[0]
     assert json.loads((out / "config.json").read_text())["method"] == config.method
