@@ -17,8 +17,10 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from fedprune.configs.command_line import add_config_options, config_from_options
+from fedprune.configs.command_line import add_config_options, argparse_type, config_from_options
+from fedprune.configs.fields import int_tuple
 from fedprune.configs.har import HAR_DATASETS
 from fedprune.engine import interrupts
 from fedprune.errors import FedpruneError
@@ -156,6 +158,32 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--bind", default=None, metavar="ADDR", help="address (default: all)")
     worker.add_argument("--log", default=None, metavar="FILE", help="TFF worker log file")
 
+    finetune = commands.add_parser(
+        "finetune",
+        help="fine-tune a finished HAR run again for other lengths (no new rounds)",
+        description="Fine-tunes the personal models of a finished caafp, global_ft, fedchar, "
+        "efficientfl, fedsnip or clusterfl run again, from what the run kept (its cluster "
+        "models and masks, or ClusterFL's client models), for the lengths of --ft-epochs, "
+        "into a new run directory: no federated round is trained again. Same seed and "
+        "settings as the run, so a length it already has gives the same numbers. Writes "
+        "config.json, personal_ft<E>.npz and summary.json, with copies of the run's "
+        "metrics.csv, clusters.json, masks.npz and cluster_models.npz, to --out.",
+    )
+    finetune.add_argument("run", help="the finished run's folder (the --out it was trained into)")
+    finetune.add_argument(
+        "--ft-epochs",
+        required=True,
+        type=argparse_type(int_tuple()),
+        metavar="E[,E...]",
+        help="fine-tuning lengths, all from one pass (integers >= 0, e.g. 0,1,3,5,10,25)",
+    )
+    finetune.add_argument("--out", required=True, help="new run directory, e.g. runs/NAME-ft")
+    finetune.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
+    finetune.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    finetune.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden)"
+    )
+
     reproduce = commands.add_parser("reproduce", help="regenerate a table of a paper")
     targets = reproduce.add_subparsers(dest="target", required=True)
     table2 = targets.add_parser(
@@ -252,6 +280,26 @@ def _train(args: argparse.Namespace) -> None:
         _install_and_run(args, config, method.run_function())
 
 
+def _finetune(args: argparse.Namespace) -> None:
+    """Check the source run, the lengths and ``--out``, then fine-tune (no TFF workers: it
+    is local training only)."""
+    from fedprune.quiet import quiet_environment, quiet_python_logging
+
+    quiet_environment(args.verbose)  # before TensorFlow is imported
+    from fedprune.runs import check_out_dir, removed_unless_started
+
+    quiet_python_logging()
+    check_out_dir(args.out)
+    from fedprune.algorithms.refinetune import derived_config, refinetune
+
+    derived_config(Path(args.run), args.ft_epochs, Path(args.out))  # one line, nothing made
+    with removed_unless_started(args.out):
+        summary = refinetune(
+            args.run, args.ft_epochs, args.out, args.data_dir, progress=not args.no_progress
+        )
+    print(json.dumps(_brief(summary), indent=2))
+
+
 def _install_and_run(args: argparse.Namespace, config: object, runner: object) -> None:
     """Start the TFF workers, train, stop the workers; print the summary."""
     from fedprune.engine import execution
@@ -308,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _reproduce(args)
         elif args.command == "worker":
             _worker(args)
+        elif args.command == "finetune":
+            _finetune(args)
     except FedpruneError as err:
         _close_progress_bars()
         print(f"fedprune: error: {err}", file=sys.stderr)

@@ -43,6 +43,9 @@ class Method:
     description: str
     config: type[Config]
     runner: str
+    # methods that fine-tune personal models: "module:function" giving a finished run's
+    # fine-tuning inputs, (run, data, model spec) -> ({client: start}, {client: kernel masks})
+    finetune_start: str | None = None
 
     def run_function(self) -> Callable[..., dict]:
         """The runner (imports its module, and so TensorFlow, on first call)."""
@@ -59,6 +62,7 @@ _PIPELINE_FILES = (
     "config.json, metrics.csv (per round and cluster), clusters.json, masks.npz, "
     "cluster_models.npz, personal_ft<E>.npz and summary.json in --out; resumable like every run."
 )
+_PIPELINE_START = "fedprune.algorithms.pipeline.compose:finetune_start"
 _RESUMES = (
     " Re-running the same command resumes an interrupted run, and returns a finished one "
     "without recomputing it."
@@ -82,6 +86,7 @@ METHODS: dict[str, Method] = {
             + _PIPELINE_FILES,
             CAAFPConfig,
             "fedprune.algorithms.caafp:run_caafp",
+            _PIPELINE_START,
         ),
         Method(
             "global_ft",
@@ -90,6 +95,7 @@ METHODS: dict[str, Method] = {
             + _PIPELINE_FILES,
             GlobalFTConfig,
             "fedprune.algorithms.global_ft:run_global_ft",
+            _PIPELINE_START,
         ),
         Method(
             "fedchar",
@@ -98,6 +104,7 @@ METHODS: dict[str, Method] = {
             "training with a proximal term, fine-tuning; no pruning. " + _PIPELINE_FILES,
             FedCHARConfig,
             "fedprune.algorithms.fedchar:run_fedchar",
+            _PIPELINE_START,
         ),
         Method(
             "efficientfl",
@@ -106,6 +113,7 @@ METHODS: dict[str, Method] = {
             "fine-tuning. " + _PIPELINE_FILES,
             EfficientFLConfig,
             "fedprune.algorithms.efficientfl:run_efficientfl",
+            _PIPELINE_START,
         ),
         Method(
             "fedsnip",
@@ -114,6 +122,7 @@ METHODS: dict[str, Method] = {
             "initial weights, one fixed 70 % mask, K = 1, fine-tuning. " + _PIPELINE_FILES,
             FedSNIPConfig,
             "fedprune.algorithms.fedsnip:run_fedsnip",
+            _PIPELINE_START,
         ),
         Method(
             "clusterfl",
@@ -124,6 +133,7 @@ METHODS: dict[str, Method] = {
             "metrics.csv, clusters.json, personal_ft<E>.npz and summary.json; resumable.",
             ClusterFLConfig,
             "fedprune.algorithms.clusterfl:run_clusterfl",
+            "fedprune.algorithms.clusterfl:finetune_start",
         ),
         Method(
             "fedcref",

@@ -75,6 +75,21 @@ def _garbage_metrics_row(run: Path) -> None:
         f.write("garbage\n")
 
 
+def _caafp_record(tmp: Path, finished: Path) -> None:
+    """A finished run folder whose config.json is a CA-AFP run's (fedprune finetune's
+    checks read only config.json and summary.json before anything else)."""
+    import dataclasses
+    import json
+
+    from fedprune.configs.pipeline import CAAFPConfig
+
+    shutil.copytree(finished, tmp / "run")
+    config = dataclasses.asdict(CAAFPConfig("uci_har", split="time-ordered", standardize=False))
+    (tmp / "run" / "config.json").write_text(json.dumps(config))
+
+
+FINETUNE = ["finetune", "TMP/run", "--no-progress"]
+
 # name: (prepare, argv (OUT, DATA, TMP are replaced), fragment of the error line)
 CASES = {
     "lr nan": (_nothing, FEDAVG + ["--lr", "nan"], "--lr must be a finite number"),
@@ -200,6 +215,28 @@ CASES = {
     "fedhire k0 ratio 0": (_nothing, FEDHIRE + ["--k0-ratio", "0"], "--k0-ratio must be in"),
     "fedhire k-star 1": (_nothing, FEDHIRE + ["--k-star", "1"], "--k-star must be an integer >= 2"),
     "fedhire missing table": (_nothing, FEDHIRE, "ecoli"),
+    "finetune a run without personal models": (
+        _copy_run(lambda run: None),
+        FINETUNE + ["--ft-epochs", "1"],
+        "is a fedavg run, which has no personal models to fine-tune; pass a run of caafp",
+    ),
+    "finetune no run": (_nothing, FINETUNE + ["--ft-epochs", "1"], "is not a fedprune run"),
+    "finetune unfinished run": (
+        _copy_run(lambda run: (run / "summary.json").unlink()),
+        FINETUNE + ["--ft-epochs", "1"],
+        "the run has not finished",
+    ),
+    "finetune ft-epochs -1": (_caafp_record, FINETUNE + ["--ft-epochs", "3,-1"], "--ft-epochs"),
+    "finetune ft-epochs not integers": (
+        _caafp_record,
+        FINETUNE + ["--ft-epochs", "3,x"],
+        "expected comma-separated integers",
+    ),
+    "finetune into the run itself": (
+        _caafp_record,
+        FINETUNE + ["--ft-epochs", "1", "--out", "TMP/run"],
+        "is the source run itself; choose a new folder",
+    ),
     "different configuration": (
         _copy_run(lambda run: None),
         FEDAVG + ["--out", "TMP/run", "--lr", "0.01"],

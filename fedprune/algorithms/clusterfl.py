@@ -43,13 +43,16 @@ from fedprune.checks import check_at_most
 from fedprune.communication import CommAccounts
 from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
+from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.process import build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_rounds_concurrently, sample_clients
 from fedprune.models.spec import ModelSpec
-from fedprune.runs import RunDir, artefacts, as_recorded, recorded_config
+from fedprune.runs import RunDir, artefacts, as_recorded, names, recorded_config
+from fedprune.runs.files import damaged
+from fedprune.runs.finished import FinishedRun
 from fedprune.sparsity.layers import kernel_flags, select
 
 
@@ -202,11 +205,8 @@ def run_clusterfl(
     )
     state = result.state
     artefacts.write_clusters(run.path, {cid: int(state.labels[row_of[cid]]) for cid in ids})
-    ones = select([np.ones_like(k) for k in init], kernel_flags(spec))
-    start = {cid: _unflat(state.w[row_of[cid]], init) for cid in ids}
-    tuned, deploy = finetune_personal(
-        run, data, start, {cid: ones for cid in ids}, config, progress, pruned=False
-    )
+    start, ones = personal_starts(state.w, ids, spec)
+    tuned, deploy = finetune_personal(run, data, start, ones, config, progress, pruned=False)
     summary = {
         "method": config.method,
         "dataset": config.dataset,
@@ -223,3 +223,31 @@ def run_clusterfl(
     }
     run.write_summary(summary)
     return summary
+
+
+def personal_starts(
+    w: np.ndarray, ids: list[int], spec: ModelSpec
+) -> tuple[dict[int, list[np.ndarray]], dict[int, list[np.ndarray]]]:
+    """Fine-tuning's inputs: client ``ids[r]`` starts from its own model, row r of W, with
+    all-ones kernel masks (ClusterFL is dense). Returns ({client: weights}, {client: masks})."""
+    init = [np.asarray(v) for v in spec.initial_weights().trainable]
+    ones = select([np.ones_like(k) for k in init], kernel_flags(spec))
+    return {cid: _unflat(w[r], init) for r, cid in enumerate(ids)}, {cid: ones for cid in ids}
+
+
+def finetune_start(
+    run: FinishedRun, data: FederatedData, spec: ModelSpec
+) -> tuple[dict[int, list[np.ndarray]], dict[int, list[np.ndarray]]]:
+    """Fine-tuning's inputs of the finished ClusterFL run ``run`` (``fedprune finetune``):
+    the final W of its ``checkpoint.npz`` (rows: clients in data order)."""
+    arrays = artefacts.read_checkpoint_arrays(run.path)
+    ids = [c.client_id for c in data.clients]
+    n = sum(int(np.prod(v.shape)) for v in spec.initial_weights().trainable)
+    w = arrays.get("w", [None])[0]
+    if w is None or w.shape != (len(ids), n):
+        found = "no W" if w is None else f"W of shape {w.shape}"
+        raise damaged(
+            run.path / names.CHECKPOINT,
+            ValueError(f"{found}, expected ({len(ids)}, {n}) for {len(ids)} clients"),
+        )
+    return personal_starts(w, ids, spec)

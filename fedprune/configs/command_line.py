@@ -59,7 +59,7 @@ def _help(field: dataclasses.Field) -> str:
     return text.replace("%", "%%")
 
 
-def _argparse_type(parse: typing.Callable[[str], object]) -> typing.Callable[[str], object]:
+def argparse_type(parse: typing.Callable[[str], object]) -> typing.Callable[[str], object]:
     """``parse`` with its ValueError message shown by argparse as is."""
 
     def convert(text: str) -> object:
@@ -87,7 +87,7 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type[Confi
             parse = meta.get("parse") or kind
             if not callable(parse) or typing.get_origin(parse) is not None:
                 raise TypeError(f"{config_class.__name__}.{field.name} needs a parse function")
-            kwargs["type"] = _argparse_type(parse) if meta.get("parse") else parse
+            kwargs["type"] = argparse_type(parse) if meta.get("parse") else parse
             rule = meta.get("rule")
             if rule is not None and rule.choices:
                 kwargs["choices"] = rule.choices  # argparse shows them as the metavar

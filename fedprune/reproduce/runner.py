@@ -50,6 +50,20 @@ def train_command(method: str, target: Path, *args: str) -> tuple[str, ...]:
     return (*_FEDPRUNE, "train", method, *args, "--out", str(target))
 
 
+def finetune_command(source: Path, target: Path, ft_epochs: str, *args: str) -> tuple[str, ...]:
+    """``python -m fedprune.cli finetune SOURCE --ft-epochs E,... --out TARGET ...``."""
+    return (
+        *_FEDPRUNE,
+        "finetune",
+        str(source),
+        "--ft-epochs",
+        ft_epochs,
+        "--out",
+        str(target),
+        *args,
+    )
+
+
 def fedprune_arguments(command: Sequence[str]) -> tuple[str, ...] | None:
     """The ``fedprune`` arguments of a :func:`train_command`-style command, else ``None``."""
     n = len(_FEDPRUNE)

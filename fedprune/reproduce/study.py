@@ -7,6 +7,13 @@ are each a :class:`Study`: its points, how to read a run's ``summary.json``, the
 values (``experiments/NAME_paper.csv``), its claims and its figure. Training goes through
 :mod:`fedprune.reproduce.runner`, so finished runs are kept and interrupted ones resume; a
 point shared by two parts of a study (same method and arguments) is trained once.
+
+A point may instead be *fine-tuned again* from a base run (:class:`FineTuneAgain`): the base
+is trained first (it may be a run another reproduction already made, e.g. Table 2's, in the
+same ``<out>/runs``), then ``fedprune finetune`` (:mod:`fedprune.algorithms.refinetune`)
+fine-tunes it for the point's lengths into the point's own run directory, so the same
+federated rounds are never trained twice. A point whose run directory already holds a
+finished run is skipped, however it was made.
 """
 
 from __future__ import annotations
@@ -25,21 +32,35 @@ import numpy as np
 from fedprune.data import sources
 from fedprune.errors import ConfigError
 from fedprune.reproduce import runner
-from fedprune.runs.finished import open_finished
+from fedprune.runs.finished import is_finished, open_finished
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 Labels = tuple[tuple[str, str], ...]
 
 
 @dataclasses.dataclass(frozen=True)
+class FineTuneAgain:
+    """How a point is made from a base run: the base, ``<out>/runs/<base>-s<seed>``, is
+    trained by ``fedprune train <point's method> <args>``, then fine-tuned again for
+    ``ft_epochs``."""
+
+    base: str
+    args: tuple[str, ...]
+    ft_epochs: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Point:
     """One configuration of a study, trained once per seed: its coordinates in the study's
     table (``labels``, in column order, as text), and the ``fedprune train`` method and
-    arguments (without ``--seed``/``--out``/``--data-dir``)."""
+    arguments (without ``--seed``/``--out``/``--data-dir``) that would train it directly
+    (and name its run directory). With ``again`` it is made from a base run instead (the
+    module docstring)."""
 
     labels: Labels
     method: str
     args: tuple[str, ...]
+    again: FineTuneAgain | None = None
 
     @property
     def stem(self) -> str:
@@ -108,27 +129,37 @@ def unique_points(points: Sequence[Point]) -> list[Point]:
     return kept
 
 
+def base_dir(out: Path, again: FineTuneAgain, seed: int) -> Path:
+    return out / "runs" / f"{again.base}-s{seed}"
+
+
 def jobs(
     study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path, data_dir: str | None
-) -> list[runner.Job]:
-    """One job per distinct point and seed (see :func:`unique_points`)."""
-    extra = ["--data-dir", data_dir] if data_dir else []
-    return [
-        runner.Job(
-            f"{study.name} {', '.join(f'{k} {v}' for k, v in p.labels)} seed {s}",
-            runner.train_command(
-                p.method,
-                run_dir(out, study, p, s),
-                *p.args,
-                "--seed",
-                str(s),
-                *extra,
-            ),
-            run_dir(out, study, p, s),
-        )
-        for s in seeds
-        for p in unique_points(points)
-    ]
+) -> tuple[list[runner.Job], list[runner.Job]]:
+    """(base runs, point runs): one point job per distinct point and seed (see
+    :func:`unique_points`), trained directly or fine-tuned again from its base; a base is
+    listed once, and only for points whose run directory has not finished."""
+    extra = ("--data-dir", data_dir) if data_dir else ()
+    bases: dict[Path, runner.Job] = {}
+    todo = []
+    for s in seeds:
+        for p in unique_points(points):
+            label = f"{study.name} {', '.join(f'{k} {v}' for k, v in p.labels)} seed {s}"
+            target = run_dir(out, study, p, s)
+            if p.again is None:
+                command = runner.train_command(p.method, target, *p.args, "--seed", str(s), *extra)
+                todo.append(runner.Job(label, command, target))
+                continue
+            base = base_dir(out, p.again, s)
+            if not is_finished(target) and base not in bases:
+                command = runner.train_command(
+                    p.method, base, *p.again.args, "--seed", str(s), *extra
+                )
+                bases[base] = runner.Job(f"{p.again.base} seed {s} (base)", command, base)
+            lengths = ",".join(map(str, p.again.ft_epochs))
+            command = runner.finetune_command(base, target, lengths, *extra)
+            todo.append(runner.Job(f"{label} (fine-tuned again)", command, target))
+    return list(bases.values()), todo
 
 
 def collect(study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path) -> list[dict]:
@@ -391,8 +422,9 @@ def reproduce(
             file=sys.stderr,
         )
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    todo = jobs(study, points, seed_list, out, data_dir)
-    wall = runner.run_jobs(todo, parallel, shared=study.shared_process)
+    bases, todo = jobs(study, points, seed_list, out, data_dir)
+    wall = runner.run_jobs(bases, parallel, shared=study.shared_process)
+    wall += runner.run_jobs(todo, parallel, shared=study.shared_process)
     table = join_paper(study, collect(study, points, seed_list, out))
     stem = study.file_stem + ("_quick" if quick else "")
     write_csv(table, out / f"{stem}.csv")

@@ -74,6 +74,20 @@ def run_dir(out: Path, row: Row, dataset: str, seed: int, split: str = "time-ord
     return out / SPLIT_DIRS[split] / f"{row.name}-{dataset}-s{seed}"
 
 
+def row_arguments(row: Row, dataset: str, split: str = "time-ordered") -> tuple[str, ...]:
+    """The ``fedprune train`` arguments of ``row`` on ``dataset`` but the seed, output and
+    data folder; other reproductions train with them to share Table 2's runs."""
+    return (
+        "--dataset",
+        dataset,
+        "--split",
+        split,
+        "--ft-epochs",
+        ",".join(map(str, FT_EPOCHS)),
+        *row.args,
+    )
+
+
 def train_command(
     row: Row,
     dataset: str,
@@ -83,15 +97,9 @@ def train_command(
     split: str = "time-ordered",
 ) -> list[str]:
     args = [
-        "--dataset",
-        dataset,
+        *row_arguments(row, dataset, split),
         "--seed",
         str(seed),
-        "--split",
-        split,
-        "--ft-epochs",
-        ",".join(map(str, FT_EPOCHS)),
-        *row.args,
         *(["--data-dir", data_dir] if data_dir else []),
     ]
     target = run_dir(out, row, dataset, seed, split)

@@ -85,6 +85,38 @@ def test_finetune_and_noniid_use_table2_arguments():
     assert len(noniid.points(quick=False)) == 18
 
 
+def test_finetune_fine_tunes_table2_runs_again_and_trains_only_missing_bases(tmp_path):
+    from fedprune.reproduce import runner, table2
+
+    st = finetune.STUDY
+    points = st.points(False)
+    done = next(p for p in points if p.label("method") == "fedsnip")
+    _finish(tmp_path, st, done, 0, {})  # e.g. made before the study fine-tuned again
+    bases, todo = S.jobs(st, points, [0, 1], tmp_path, None)
+    # every base is the Table 2 run itself: same folder and command, so a table2
+    # reproduction in the same --out has already trained it
+    rows = {r.name: r for r in table2.ROWS}
+    for job in bases:
+        name, seed = job.target.name.rsplit("-wisdm-s", 1)
+        if name in rows:
+            command = table2.train_command(rows[name], "wisdm", int(seed), tmp_path, None)
+            assert job.target == table2.run_dir(tmp_path, rows[name], "wisdm", int(seed))
+            assert list(job.command) == command
+    names = sorted(job.target.name for job in bases)
+    assert "global_ft_0_0_50-wisdm-s0" in names and "caafp_0_0_50-wisdm-s1" in names
+    assert "fedsnip-wisdm-s0" not in names and "fedsnip-wisdm-s1" in names
+    assert len(bases) == 2 * 6 - 1 and len(todo) == 2 * 6
+    derived = next(j for j in todo if j.target == S.run_dir(tmp_path, st, points[0], 1))
+    assert runner.fedprune_arguments(derived.command) == (
+        "finetune",
+        str(tmp_path / "runs" / "caafp_0_0_50-wisdm-s1"),
+        "--ft-epochs",
+        "0,1,3,5,10,15,20,25",
+        "--out",
+        str(derived.target),
+    )
+
+
 def test_collect_means_over_seeds_joins_the_paper_and_writes_outputs(tmp_path):
     st = score_ablation.STUDY
     points = [p for p in st.points(False) if p.label("dataset") == "uci_har"]

@@ -9,6 +9,7 @@ directory receives the clusters, masks, cluster and personal models and the summ
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +28,17 @@ from fedprune.checks import check_at_most
 from fedprune.communication import CommAccounts
 from fedprune.configs.pipeline import PipelineConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
+from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.loop import Step, run_rounds
-from fedprune.errors import ConfigError
+from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import ModelSpec
-from fedprune.runs import RunDir, artefacts, as_recorded, recorded_config
+from fedprune.runs import RunDir, artefacts, as_recorded, names, recorded_config
+from fedprune.runs.files import RETRAIN
+from fedprune.runs.finished import FinishedRun
 from fedprune.sparsity import masks as M
-from fedprune.sparsity.layers import prunable_mask_flags, scope_flags, select
+from fedprune.sparsity.layers import kernel_flags, merge, prunable_mask_flags, scope_flags, select
 
 # Options added after runs were first made; such a run recorded none and resumes as it was.
 ADDED_LATER = {"budget": "global", "prune_layers": None, **BEFORE_SPLIT}
@@ -125,15 +129,8 @@ def run_pipeline(
     artefacts.write_masks(run.path, kernel_masks)
 
     # Phase 4: every client fine-tunes its cluster's masked model under the mask (Eq. 12)
-    tuned, deploy = finetune_personal(
-        run,
-        data,
-        {i: M.apply(state.cluster_w[cluster_of[i]], state.cluster_m[cluster_of[i]]) for i in ids},
-        {i: kernel_masks[cluster_of[i]] for i in ids},
-        config,
-        progress,
-        pruned=True,
-    )
+    start, client_masks = cluster_starts(state.cluster_w, kernel_masks, cluster_of, flags)
+    tuned, deploy = finetune_personal(run, data, start, client_masks, config, progress, pruned=True)
 
     kernel_names = kernel_layer_names(model, flags)
     accounts = state.accounts
@@ -164,3 +161,37 @@ def run_pipeline(
     }
     run.write_summary(summary)
     return summary
+
+
+def cluster_starts(
+    cluster_w: Mapping[int, Sequence[np.ndarray]],
+    kernel_masks: Mapping[int, Sequence[np.ndarray]],
+    cluster_of: Mapping[int, int],
+    flags: Sequence[bool],
+) -> tuple[dict[int, list[np.ndarray]], dict[int, list[np.ndarray]]]:
+    """Phase 4's inputs (Eq. 12): client i starts from its cluster's model under the cluster's
+    mask, w_c ⊙ M_c, and keeps M_c's kernel masks (float32; tensors outside ``flags``, the
+    biases, are never pruned). Returns ({client: start weights}, {client: kernel masks})."""
+    start, masks = {}, {}
+    for i, c in cluster_of.items():
+        kernels = [np.asarray(m, np.float32) for m in kernel_masks[c]]
+        start[i] = M.apply(cluster_w[c], merge(kernels, cluster_w[c], flags))
+        masks[i] = kernels
+    return start, masks
+
+
+def finetune_start(
+    run: FinishedRun, data: FederatedData, spec: ModelSpec
+) -> tuple[dict[int, list[np.ndarray]], dict[int, list[np.ndarray]]]:
+    """Phase 4's inputs of the finished pipeline run ``run`` (``fedprune finetune``): its
+    ``cluster_models.npz``, ``masks.npz`` and ``clusters.json`` through :func:`cluster_starts`,
+    as :func:`run_pipeline` computed them before fine-tuning."""
+    found = run.kernel_masks()
+    if found is None:
+        raise DataError(f"{run.path}: the run has no masks.npz; {RETRAIN}")
+    kernel_masks, cluster_of = found
+    missing = sorted({c.client_id for c in data.clients} - set(cluster_of))
+    if missing:
+        raise DataError(f"{run.path / names.CLUSTERS}: no cluster for client(s) {missing}")
+    models = artefacts.read_cluster_models(run.path)
+    return cluster_starts(models, kernel_masks, cluster_of, kernel_flags(spec))

@@ -1,0 +1,135 @@
+"""``fedprune finetune``: fine-tune a finished HAR run's models again, for other lengths.
+
+Fine-tuning (CA-AFP Phase 4, Eq. 12; every HAR method's personal models) is local: each client
+trains its own copy of a start model under a kernel mask, and nothing is communicated. What it
+starts from is kept by every run that fine-tunes (its method's ``finetune_start`` in
+:mod:`fedprune.methods`: a pipeline run's ``cluster_models.npz``, ``masks.npz`` and
+``clusters.json``; a ClusterFL run's final W in ``checkpoint.npz``). So other fine-tuning
+lengths of a finished run need no new federated rounds: the fine-tuning study (CA-AFP Figure 3,
+Table 9: lengths 0-25 of six methods) fine-tunes Table 2's runs again instead of training
+each method twice, and a user can ask "how many epochs?" of a run they already have.
+
+The new run directory ``out`` holds:
+
+* ``config.json``: the source's configuration with ``ft_epochs`` replaced, plus
+  ``finetuned_from`` (the source's path relative to ``out`` and the sha256 of its
+  ``summary.json``), so re-running the command with another source is refused;
+* ``metrics.csv``, ``clusters.json``, ``masks.npz``, ``cluster_models.npz``: copies of the
+  source's (the same federated rounds);
+* ``personal_ft<E>.npz`` for every new length and ``summary.json``: the source's summary with
+  ``finetune``, ``sparsity`` (of the personal models) and ``deploy`` from this fine-tuning,
+  ``finetune_wall_s`` (this command's fine-tuning) and ``wall_s`` (the source's plus that: the
+  compute behind the run).
+
+Fine-tuning uses the source's seed, batch size and learning rate, and each client's random
+streams depend only on (seed, client) (:func:`fedprune.finetune.finetune_all`), so a length
+the source also has gives the same numbers (tests/algorithms/test_refinetune.py). Fine-tuning
+is not checkpointed: an interrupted ``fedprune finetune`` starts it again; a finished one is
+returned as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import time
+from pathlib import Path
+
+from fedprune.algorithms.personal import finetune_personal
+from fedprune.configs.protocol import with_protocol
+from fedprune.data.registry import har_recipe, load_recorded
+from fedprune.errors import ConfigError
+from fedprune.lazy import resolve
+from fedprune.methods import METHODS
+from fedprune.models.spec import ModelSpec
+from fedprune.runs import RunDir, names, open_finished
+from fedprune.runs.run_dir import check_out_dir
+
+COPIED = (names.METRICS, names.CLUSTERS, names.MASKS, names.CLUSTER_MODELS)
+
+
+def fine_tuning_methods() -> list[str]:
+    """The methods whose finished runs ``fedprune finetune`` takes."""
+    return [m.name for m in METHODS.values() if m.finetune_start is not None]
+
+
+def derived_config(source: Path, ft_epochs: tuple[int, ...], out: Path) -> dict:
+    """The configuration ``out`` records for ``source`` fine-tuned for ``ft_epochs`` (the
+    source's, ``ft_epochs`` replaced, ``finetuned_from`` added); checks the lengths with the
+    method's own rule (one ``--ft-epochs`` line)."""
+    run = open_finished(source)
+    method = METHODS.get(run.method or "")
+    if method is None or method.finetune_start is None:
+        raise ConfigError(
+            f"{source} is a {run.method or 'unknown'} run, which has no personal models to "
+            f"fine-tune; pass a run of {', '.join(fine_tuning_methods())}"
+        )
+    if out.resolve() == source.resolve():
+        raise ConfigError(f"--out {out} is the source run itself; choose a new folder")
+    known = {f.name for f in dataclasses.fields(method.config)}
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in run.config.items()}
+    config = method.config(**{k: v for k, v in fields.items() if k in known})
+    dataclasses.replace(config, ft_epochs=tuple(ft_epochs))  # the lengths' own rule
+    digest = hashlib.sha256((source / names.SUMMARY).read_bytes()).hexdigest()
+    return {
+        **run.config,
+        "ft_epochs": sorted(set(ft_epochs)),
+        "finetuned_from": {"run": os.path.relpath(source, out), "summary_sha256": digest},
+    }
+
+
+def refinetune(
+    source: str | os.PathLike,
+    ft_epochs: tuple[int, ...],
+    out: str | os.PathLike,
+    data_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> dict:
+    """Fine-tune the finished run ``source`` for ``ft_epochs`` into the new run directory
+    ``out`` (see the module docstring); returns ``out``'s summary. Every check (the source,
+    the lengths, ``out``, the data) passes before ``out`` is made."""
+    source, out = Path(source), Path(out)
+    check_out_dir(out)
+    record = derived_config(source, ft_epochs, out)
+    existing = RunDir.existing(out, record)
+    if existing is not None and existing.finished:
+        return existing.read_summary()
+    run = open_finished(source)
+    method = METHODS[run.method]
+    known = {f.name for f in dataclasses.fields(method.config)}
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items()}
+    config = with_protocol(
+        method.config(**{k: v for k, v in fields.items() if k in known}), run.config
+    )
+    data = load_recorded(har_recipe(config), data_dir)
+    spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
+    start, kernel_masks = resolve(method.finetune_start)(run, data, spec)
+    target = existing or RunDir(out, record)
+
+    clock = time.perf_counter()
+    tuned, deploy = finetune_personal(
+        target,
+        data,
+        start,
+        kernel_masks,
+        config,
+        progress,
+        pruned=(source / names.MASKS).exists(),
+    )
+    seconds = time.perf_counter() - clock
+    for name in COPIED:
+        if (source / name).exists():
+            shutil.copy2(source / name, out / name)
+    summary = {
+        **run.summary,
+        "finetune": tuned.summary,
+        "sparsity": tuned.sparsity,
+        "deploy": deploy,
+        "finetuned_from": record["finetuned_from"],
+        "finetune_wall_s": seconds,
+        "wall_s": float(run.summary.get("wall_s", 0.0)) + seconds,
+    }
+    target.write_summary(summary)
+    return summary
