@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         "into a new run directory: no federated round is trained again. Same seed and "
         "settings as the run, so a length it already has gives the same numbers. Writes "
         "config.json, personal_ft<E>.npz and summary.json, with copies of the run's "
-        "metrics.csv, clusters.json, masks.npz and cluster_models.npz, to --out.",
+        "metrics.csv, checkpoint.npz, clusters.json, masks.npz and cluster_models.npz, to --out.",
     )
     finetune.add_argument("run", help="the finished run's folder (the --out it was trained into)")
     finetune.add_argument(

@@ -14,8 +14,9 @@ The new run directory ``out`` holds:
 * ``config.json``: the source's configuration with ``ft_epochs`` replaced, plus
   ``finetuned_from`` (the source's path relative to ``out`` and the sha256 of its
   ``summary.json``), so re-running the command with another source is refused;
-* ``metrics.csv``, ``clusters.json``, ``masks.npz``, ``cluster_models.npz``: copies of the
-  source's (the same federated rounds);
+* ``metrics.csv``, ``checkpoint.npz``, ``clusters.json``, ``masks.npz``,
+  ``cluster_models.npz``: copies of the source's (the same federated rounds; so the new run
+  can be fine-tuned again in turn);
 * ``personal_ft<E>.npz`` for every new length and ``summary.json``: the source's summary with
   ``finetune``, ``sparsity`` (of the personal models) and ``deploy`` from this fine-tuning,
   ``finetune_wall_s`` (this command's fine-tuning) and ``wall_s`` (the source's plus that: the
@@ -47,7 +48,7 @@ from fedprune.models.spec import ModelSpec
 from fedprune.runs import RunDir, names, open_finished
 from fedprune.runs.run_dir import check_out_dir
 
-COPIED = (names.METRICS, names.CLUSTERS, names.MASKS, names.CLUSTER_MODELS)
+COPIED = (names.METRICS, names.CHECKPOINT, names.CLUSTERS, names.MASKS, names.CLUSTER_MODELS)
 
 
 def fine_tuning_methods() -> list[str]:

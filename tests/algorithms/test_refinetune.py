@@ -80,7 +80,13 @@ def test_lengths_the_run_has_are_its_own_numbers_and_models(
     config = json.loads((out / "config.json").read_text())
     assert config["ft_epochs"] == [0, 1, 2, 3]
     assert (out / config["finetuned_from"]["run"]).resolve() == source.resolve()
-    for name in ("metrics.csv", "clusters.json", "masks.npz", "cluster_models.npz"):
+    for name in (
+        "metrics.csv",
+        "checkpoint.npz",
+        "clusters.json",
+        "masks.npz",
+        "cluster_models.npz",
+    ):
         assert (out / name).read_bytes() == (source / name).read_bytes()
     assert summary["deploy"]["models"]["3"] == "personal_ft3.npz"
     # a finished one is returned as it is, without fine-tuning again
@@ -105,3 +111,6 @@ def test_clusterfl_starts_from_its_clients_own_models(tff_context, tmp_path, dat
     assert summary["finetune"]["2"] == original["finetune"]["2"]
     assert set(summary["finetune"]) == {"2", "4"} and summary["sparsity"] == 0.0
     assert not (tmp_path / "again" / "masks.npz").exists()
+    # a fine-tuned-again run is a source in turn (it keeps the checkpoint's W)
+    third = R.refinetune(tmp_path / "again", (4,), tmp_path / "third", data_dir, progress=False)
+    assert third["finetune"]["4"] == summary["finetune"]["4"]
