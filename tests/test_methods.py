@@ -60,6 +60,17 @@ def test_runner_resolves_with_the_runner_signature(name):
     assert getattr(module, METHODS[name].runner.split(":")[1]) is runner
 
 
+@pytest.mark.slow
+def test_every_fine_tuning_method_names_inputs_with_the_expected_signature():
+    from fedprune.lazy import resolve
+
+    tuned = {name for name, m in METHODS.items() if m.finetune_start is not None}
+    assert tuned == {"caafp", "global_ft", "fedchar", "efficientfl", "fedsnip", "clusterfl"}
+    for name in tuned:
+        start = resolve(METHODS[name].finetune_start)
+        assert list(inspect.signature(start).parameters) == ["run", "data", "spec"], name
+
+
 @pytest.mark.parametrize("name", sorted(PAPER_METHODS))
 def test_help_renders_every_config_option(name, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -51,4 +51,5 @@ REGISTRY_ENTRY = Method(
     "Prunes to --target-sparsity at random after the first round; then fine-tuning.",
     RandomMaskConfig,
     "tests.examples.random_mask:run_random_mask",
+    "fedprune.algorithms.pipeline.compose:finetune_start",  # its runs can be fine-tuned again
 )
