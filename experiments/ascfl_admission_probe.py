@@ -2,7 +2,8 @@
 groups? (issue 18; docs/ascfl.md "Why AS-CFL finds no groups").
 
 MNIST, 20 clients, IID labels (``--labels iid``: clients differ only by their rotation, so
-the four rotation groups are the right clusters), scaled setting (``image_cnn_small``, one
+the four rotation groups are the right clusters; ``--alpha A``: Dirichlet(A) labels, the
+main comparison's partition at 0.4), scaled setting (``image_cnn_small``, one
 local epoch). FedAvg trains the shared model for ``--rounds`` rounds on the TFF engine
 (:mod:`fedprune.engine.per_client`); at each round listed in ``--at``, the server's AS-CFL
 regrouping (:func:`fedprune.algorithms.ascfl.server.regroup`: similarity, incentive
@@ -14,7 +15,7 @@ Also printed: how well each similarity separates the groups by itself (mean cosi
 between groups, and the ARI of average-linkage clustering with K = 4), which tells a
 similarity that cannot see rotations from an admission test that breaks groups apart.
 
-    python experiments/ascfl_admission_probe.py [--rounds 5] [--at 1,5] [--data-dir DIR]
+    python experiments/ascfl_admission_probe.py [--rounds 5] [--at 1,5] [--alpha 0.4]
 """
 
 from __future__ import annotations
@@ -52,10 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="FedAvg rounds (5)")
     parser.add_argument("--at", default="1,5", help="rounds whose updates are probed (1,5)")
     parser.add_argument("--data-dir", default=None, help="as for train")
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="Dirichlet label split with this alpha (default: IID labels, rotation only)",
+    )
     args = parser.parse_args(argv)
     probe_at = {int(r) for r in args.at.split(",")}
 
-    config = ClusteredImageConfig(method="ascfl", dataset="mnist", labels="iid", seed=0)
+    labels = {"labels": "iid"} if args.alpha is None else {"alpha": args.alpha}
+    config = ClusteredImageConfig(method="ascfl", dataset="mnist", seed=0, **labels)
     fed = build_federation(config, args.data_dir)
     groups = np.asarray(fed.group_of_client)
     spec = ModelSpec(fed.federated.input_shape, 10, seed=config.seed, model=config.model)
@@ -81,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             for rule, low_rank in itertools.product(ADMISSION_RULES, (True, False)):
                 settings = server.ServerSettings(admission=rule, low_rank=low_rank)
-                initial, _, _ = server._ascfl_labels(  # noqa: SLF001 (the incentive alone)
-                    flat, got.examples.astype(float), [model] * len(flat), got, settings,
+                _, sim, _ = server._similarity_space(  # noqa: SLF001 (the incentive alone)
+                    got.updates, got.client_ids, settings
+                )
+                initial = server._incentive_labels(  # noqa: SLF001
+                    sim, got.examples.astype(float), [model] * len(flat), got, settings,
                     evaluator.proxy,
                 )  # fmt: skip
                 final = server.regroup(
