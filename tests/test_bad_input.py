@@ -206,6 +206,11 @@ CASES = {
         ASCFL + ["--stage1", "never"],
         "--stage1: invalid choice: 'never'",
     ),
+    "ascfl warm-up as long as the run": (
+        _nothing,
+        ASCFL + ["--warmup-rounds", "1"],
+        "--warmup-rounds 1 leaves none of the 1 rounds to cluster",
+    ),
     "ascfl unknown split guard": (
         _nothing,
         ASCFL + ["--split-guard", "always"],

@@ -143,6 +143,12 @@ class ClusteredImageConfig(Config):
         "Algorithm 1 places it, or in the first round only, Stage 2 adjusting them after",
         rule=one_of(("every_round", "first_round")),
     )
+    warmup_rounds: int = param(
+        0,
+        help="AS-CFL: FedAvg rounds (one model for all) before Stage 1 first forms clusters; "
+        "0 clusters from round 1, as Algorithm 1 (our reading #26)",
+        rule=count(0),
+    )
     split_threshold: float = param(0.8, help="G_k above this splits (beta)", rule=POSITIVE)
     merge_threshold: float = param(0.2, help="G_k below this merges", rule=POSITIVE)
     clip_norm: float | None = param(
@@ -173,6 +179,7 @@ class ClusteredImageConfig(Config):
             "update_reference",
             "stage1",
             "epochs_rule",
+            "warmup_rounds",
         }
         unused = {
             "ascfl": {"clusters", "eps1", "eps2"},
@@ -193,9 +200,9 @@ class ClusteredImageConfig(Config):
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
         ``--em-space``, ``--singletons``, ``--split-guard``, ``--merge-guard``,
-        ``--update-reference``, ``--stage1`` and ``--epochs-rule`` where they keep their
-        defaults (``data_size`` equals ``uniform`` on every partition that has no client
-        smaller than a batch)."""
+        ``--update-reference``, ``--stage1``, ``--epochs-rule`` and ``--warmup-rounds`` where
+        they keep their defaults (``data_size`` equals ``uniform`` on every partition that has
+        no client smaller than a batch)."""
         recorded = super().recorded()
         recorded.pop("scale")
         later = (
@@ -206,6 +213,7 @@ class ClusteredImageConfig(Config):
             ("update_reference", "start"),
             ("stage1", "every_round"),
             ("epochs_rule", "data_size"),
+            ("warmup_rounds", 0),
         )
         for name, default in later:
             if recorded[name] == default:
@@ -222,6 +230,11 @@ class ClusteredImageConfig(Config):
             raise ConfigError(
                 f"--split-threshold {self.split_threshold} must be above --merge-threshold "
                 f"{self.merge_threshold}"
+            )
+        if self.method == "ascfl" and self.warmup_rounds >= self.rounds:
+            raise ConfigError(
+                f"--warmup-rounds {self.warmup_rounds} leaves none of the {self.rounds} rounds "
+                "to cluster; give fewer warm-up rounds than --rounds"
             )
         if self.noise_multiplier > 0 and self.clip_norm is None:
             raise ConfigError("--noise-multiplier needs --clip-norm (the sensitivity)")

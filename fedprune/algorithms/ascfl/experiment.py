@@ -258,15 +258,16 @@ def run_clustered_images(
             [local_epochs(config, len(c.y_train)) for c in clients] if per_client_epochs else None,
         )
         rng = np.random.default_rng([config.seed, t, 1808])
+        warming = settings.method == "ascfl" and t <= config.warmup_rounds
         regrouped = server.regroup(
             state.models,
             {int(i): int(cluster_of[i]) for i in ids},
             got,
-            settings,
+            dataclasses.replace(settings, method="fedavg") if warming else settings,
             evaluator.proxy,
             rng,
             state.previous_splits,
-            first_round=t == 1,
+            first_round=t == config.warmup_rounds + 1,
         )
         new_of = cluster_of.copy()
         if settings.method != "ifca":  # clusters renumbered: non-reporting clients follow

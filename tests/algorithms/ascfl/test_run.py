@@ -3,6 +3,7 @@ run per method, resume equals uninterrupted, bad input before any file."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -75,6 +76,19 @@ def test_a_tiny_run_writes_its_files(config, image_dir, tmp_path, tff_context):
     assert run_clustered_images(config, out, image_dir, progress=False) == summary
 
 
+def test_warmup_rounds_train_one_model_then_cluster(image_dir, tmp_path, tff_context):
+    config = ClusteredImageConfig(**{**TINY, "rounds": 3}, **FIRST_ROUND, warmup_rounds=2)
+    run_clustered_images(config, tmp_path / "run", image_dir, progress=False)
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    # FedAvg in rounds 1-2: one model, nobody moved; Stage 1 runs in round 3
+    assert [int(r["clusters"]) for r in rows[:2]] == [1, 1]
+    assert [float(r["stability"]) for r in rows[:2]] == [1.0, 1.0]
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["warmup_rounds"] == 2
+    default = ClusteredImageConfig(**TINY).recorded()
+    assert "warmup_rounds" not in default  # older run directories still resume
+
+
 @pytest.mark.parametrize("options", [{}, FIRST_ROUND], ids=["default", "first-round"])
 def test_resume_equals_uninterrupted(options, image_dir, tmp_path, monkeypatch, tff_context):
     config = ClusteredImageConfig(**{**TINY, "rounds": 3}, **options)
@@ -104,6 +118,8 @@ def test_resume_equals_uninterrupted(options, image_dir, tmp_path, monkeypatch, 
         (dict(noise_multiplier=1.0), "--clip-norm"),
         (dict(theta=1.5), "--theta"),
         (dict(clip_norm=0.0), "--clip-norm"),
+        (dict(rounds=5, warmup_rounds=5), "--warmup-rounds 5 leaves none of the 5 rounds"),
+        (dict(warmup_rounds=-1), "--warmup-rounds"),
     ],
 )
 def test_bad_parameters_are_one_line(kwargs, message):
