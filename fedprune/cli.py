@@ -17,7 +17,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from fedprune.configs.command_line import add_config_options, argparse_type, config_from_options
 from fedprune.configs.fields import int_tuple
@@ -290,10 +289,9 @@ def _finetune(args: argparse.Namespace) -> None:
 
     quiet_python_logging()
     check_out_dir(args.out)
-    from fedprune.algorithms.refinetune import derived_config, refinetune
+    from fedprune.algorithms.refinetune import refinetune
 
-    derived_config(Path(args.run), args.ft_epochs, Path(args.out))  # one line, nothing made
-    with removed_unless_started(args.out):
+    with removed_unless_started(args.out):  # every check passes before anything is made
         summary = refinetune(
             args.run, args.ft_epochs, args.out, args.data_dir, progress=not args.no_progress
         )

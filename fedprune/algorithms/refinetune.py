@@ -39,13 +39,14 @@ import time
 from pathlib import Path
 
 from fedprune.algorithms.personal import finetune_personal
+from fedprune.configs.fields import Config
 from fedprune.configs.protocol import with_protocol
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.errors import ConfigError
 from fedprune.lazy import resolve
-from fedprune.methods import METHODS
+from fedprune.methods import METHODS, Method
 from fedprune.models.spec import ModelSpec
-from fedprune.runs import RunDir, names, open_finished
+from fedprune.runs import FinishedRun, RunDir, names, open_finished
 from fedprune.runs.run_dir import check_out_dir
 
 COPIED = (names.METRICS, names.CHECKPOINT, names.CLUSTERS, names.MASKS, names.CLUSTER_MODELS)
@@ -56,29 +57,31 @@ def fine_tuning_methods() -> list[str]:
     return [m.name for m in METHODS.values() if m.finetune_start is not None]
 
 
-def derived_config(source: Path, ft_epochs: tuple[int, ...], out: Path) -> dict:
-    """The configuration ``out`` records for ``source`` fine-tuned for ``ft_epochs`` (the
-    source's, ``ft_epochs`` replaced, ``finetuned_from`` added); checks the lengths with the
+def method_config(method: Method, recorded: dict) -> Config:
+    """``method``'s configuration from a recorded ``config.json`` (keys that are not fields,
+    e.g. ``finetuned_from``, ignored; lists back to tuples); its rules check every value."""
+    known = {f.name for f in dataclasses.fields(method.config)}
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
+    return method.config(**{k: v for k, v in fields.items() if k in known})
+
+
+def derived_config(run: FinishedRun, ft_epochs: tuple[int, ...], out: Path) -> dict:
+    """The configuration ``out`` records for ``run`` fine-tuned for ``ft_epochs`` (the
+    source's, ``ft_epochs`` replaced, ``finetuned_from`` added); the lengths pass the
     method's own rule (one ``--ft-epochs`` line)."""
-    run = open_finished(source)
     method = METHODS.get(run.method or "")
     if method is None or method.finetune_start is None:
         raise ConfigError(
-            f"{source} is a {run.method or 'unknown'} run, which has no personal models to "
+            f"{run.path} is a {run.method or 'unknown'} run, which has no personal models to "
             f"fine-tune; pass a run of {', '.join(fine_tuning_methods())}"
         )
-    if out.resolve() == source.resolve():
+    if out.resolve() == run.path.resolve():
         raise ConfigError(f"--out {out} is the source run itself; choose a new folder")
-    known = {f.name for f in dataclasses.fields(method.config)}
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in run.config.items()}
-    config = method.config(**{k: v for k, v in fields.items() if k in known})
-    dataclasses.replace(config, ft_epochs=tuple(ft_epochs))  # the lengths' own rule
-    digest = hashlib.sha256((source / names.SUMMARY).read_bytes()).hexdigest()
-    return {
-        **run.config,
-        "ft_epochs": sorted(set(ft_epochs)),
-        "finetuned_from": {"run": os.path.relpath(source, out), "summary_sha256": digest},
-    }
+    record = {**run.config, "ft_epochs": sorted(set(ft_epochs))}
+    method_config(method, record)  # the lengths' own rule
+    digest = hashlib.sha256((run.path / names.SUMMARY).read_bytes()).hexdigest()
+    source = {"run": os.path.relpath(run.path, out), "summary_sha256": digest}
+    return {**record, "finetuned_from": source}
 
 
 def refinetune(
@@ -91,19 +94,15 @@ def refinetune(
     """Fine-tune the finished run ``source`` for ``ft_epochs`` into the new run directory
     ``out`` (see the module docstring); returns ``out``'s summary. Every check (the source,
     the lengths, ``out``, the data) passes before ``out`` is made."""
-    source, out = Path(source), Path(out)
+    out = Path(out)
     check_out_dir(out)
-    record = derived_config(source, ft_epochs, out)
+    run = open_finished(source)
+    record = derived_config(run, ft_epochs, out)
     existing = RunDir.existing(out, record)
     if existing is not None and existing.finished:
         return existing.read_summary()
-    run = open_finished(source)
     method = METHODS[run.method]
-    known = {f.name for f in dataclasses.fields(method.config)}
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items()}
-    config = with_protocol(
-        method.config(**{k: v for k, v in fields.items() if k in known}), run.config
-    )
+    config = with_protocol(method_config(method, record), run.config)
     data = load_recorded(har_recipe(config), data_dir)
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     start, kernel_masks = resolve(method.finetune_start)(run, data, spec)
@@ -117,12 +116,12 @@ def refinetune(
         kernel_masks,
         config,
         progress,
-        pruned=(source / names.MASKS).exists(),
+        pruned=(run.path / names.MASKS).exists(),
     )
     seconds = time.perf_counter() - clock
     for name in COPIED:
-        if (source / name).exists():
-            shutil.copy2(source / name, out / name)
+        if (run.path / name).exists():
+            shutil.copy2(run.path / name, out / name)
     summary = {
         **run.summary,
         "finetune": tuned.summary,

@@ -11,7 +11,7 @@ unless ``fedprune reproduce table2`` already made it in the same ``--out``, then
 again for all eight lengths by ``fedprune finetune`` into the study's own run directory. So
 FT 3 and FT 25 equal the Table 2 runs' (fine-tuning continues one trajectory and evaluates
 after each length; tests check it), and after ``make reproduce-table2`` this study costs 30
-fine-tunings (about 1.5 min each here), not 30 trainings (about 11 min each). The paper's
+fine-tunings (3.3-3.6 min each beside a training), not 30 trainings (6-11 min each). The paper's
 numbers, where its text has them (§5.1.3: CA-AFP "from approximately 88% to 96%"), are in
 ``experiments/finetune_paper.csv``. ``--quick``: seed 0 only.
 """
