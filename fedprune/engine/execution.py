@@ -41,6 +41,7 @@ from pathlib import Path
 import grpc
 import tensorflow_federated as tff
 
+from fedprune.engine import worker_channel
 from fedprune.engine.worker_process import WorkerError, WorkerProcess, worker_binary_path
 from fedprune.errors import ConfigError
 
@@ -63,7 +64,7 @@ _GRPC_OPTIONS = [
 _H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 _lock = threading.Lock()
 _workers: list[WorkerProcess] = []
-_channels: list[grpc.Channel] = []  # closed with the workers: each holds sockets
+_channels: list[worker_channel.WorkerChannel] = []  # closed with the workers: each holds sockets
 _contexts: list[object] = []  # the execution contexts installed, closed likewise
 
 
@@ -189,24 +190,14 @@ def _probe_remote(target: str, tls: RemoteTLS | None, timeout: float) -> None:
         )
 
 
-def _wait_ready(stub: tff.framework.RemoteExecutorGrpcStub, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not stub.is_ready:
-        if time.monotonic() > deadline:
-            raise WorkerError(f"TFF worker at {what} did not become ready in {timeout:g}s")
-        time.sleep(0.01)
-
-
 def _executor_factory(
     target: str, timeout: float, credentials: grpc.ChannelCredentials | None = None
 ) -> tff.framework.ExecutorFactory:
-    if credentials is None:
-        channel = grpc.insecure_channel(target, _GRPC_OPTIONS)
-    else:
-        channel = grpc.secure_channel(target, credentials, _GRPC_OPTIONS)
+    channel = worker_channel.open_channel(target, _GRPC_OPTIONS, credentials)
     _channels.append(channel)
     stub = tff.framework.RemoteExecutorGrpcStub(channel)
-    _wait_ready(stub, target, timeout)
+    if not worker_channel.connect(channel, timeout):
+        raise WorkerError(f"TFF worker at {target} did not become ready in {timeout:g}s")
 
     def stack_fn(cardinalities: dict) -> tff.framework.RemoteExecutor:
         cardinalities.setdefault(tff.CLIENTS, 0)
