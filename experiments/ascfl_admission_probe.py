@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="Dirichlet label split with this alpha (default: IID labels, rotation only)",
     )
+    parser.add_argument(
+        "--similarity-only", action="store_true", help="skip the admission rules' regrouping"
+    )
     args = parser.parse_args(argv)
     probe_at = {int(r) for r in args.at.split(",")}
 
@@ -87,6 +90,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"round {t}: low-rank output-layer cosine (r={low.rank}): "
                 f"{separation(low.similarity, groups)}"
             )
+            for tensors, what in ((-4, "both dense layers"), (0, "all layers")):
+                near = np.stack([server.flatten(u[tensors:]) for u in got.updates])
+                wide = similarity.low_rank_similarity(near, config.explained_variance)
+                print(
+                    f"round {t}: low-rank cosine of {what} (r={wide.rank}): "
+                    f"{separation(wide.similarity, groups)}"
+                )
+            if args.similarity_only:
+                continue
             for rule, low_rank in itertools.product(ADMISSION_RULES, (True, False)):
                 settings = server.ServerSettings(admission=rule, low_rank=low_rank)
                 _, sim, _ = server._similarity_space(  # noqa: SLF001 (the incentive alone)

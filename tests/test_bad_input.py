@@ -211,6 +211,11 @@ CASES = {
         ASCFL + ["--warmup-rounds", "1"],
         "--warmup-rounds 1 leaves none of the 1 rounds to cluster",
     ),
+    "ascfl unknown low-rank layers": (
+        _nothing,
+        ASCFL + ["--low-rank-layers", "conv"],
+        "--low-rank-layers: invalid choice: 'conv'",
+    ),
     "ascfl unknown split guard": (
         _nothing,
         ASCFL + ["--split-guard", "always"],

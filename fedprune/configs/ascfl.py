@@ -23,6 +23,7 @@ from fedprune.errors import ConfigError
 IMAGE_DATASETS = ("mnist", "fashion_mnist", "emnist_digits")
 IMAGE_MODELS = ("image_cnn", "image_cnn_small")
 WITHOUT = ("incentive", "adjustment", "low-rank")
+LOW_RANK_LAYERS = ("output", "dense_head")
 ADMISSION = (
     "absolute_gain",
     "relative_gain",
@@ -107,6 +108,12 @@ class ClusteredImageConfig(Config):
     admission: str = param("absolute_gain", help="incentive admission rule", rule=one_of(ADMISSION))
     gain: float = param(0.03, help="accuracy gain a new member must bring", rule=FRACTION)
     explained_variance: float = param(0.95, help="low-rank: variance kept", rule=UNIT)
+    low_rank_layers: str = param(
+        "output",
+        help="low-rank: the 'weights near the output layer' factorized: the output layer, or "
+        "every Dense layer after the convolutions (our reading #2)",
+        rule=one_of(LOW_RANK_LAYERS),
+    )
     em_space: str = param(
         "raw",
         help="vectors EM and G_k compare: the raw updates (Euclidean, as 3.3 writes) or "
@@ -170,6 +177,7 @@ class ClusteredImageConfig(Config):
             "admission",
             "gain",
             "explained_variance",
+            "low_rank_layers",
             "split_threshold",
             "merge_threshold",
             "em_space",
@@ -200,9 +208,9 @@ class ClusteredImageConfig(Config):
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
         ``--em-space``, ``--singletons``, ``--split-guard``, ``--merge-guard``,
-        ``--update-reference``, ``--stage1``, ``--epochs-rule`` and ``--warmup-rounds`` where
-        they keep their defaults (``data_size`` equals ``uniform`` on every partition that has
-        no client smaller than a batch)."""
+        ``--update-reference``, ``--stage1``, ``--epochs-rule``, ``--warmup-rounds`` and
+        ``--low-rank-layers`` where they keep their defaults (``data_size`` equals ``uniform``
+        on every partition that has no client smaller than a batch)."""
         recorded = super().recorded()
         recorded.pop("scale")
         later = (
@@ -214,6 +222,7 @@ class ClusteredImageConfig(Config):
             ("stage1", "every_round"),
             ("epochs_rule", "data_size"),
             ("warmup_rounds", 0),
+            ("low_rank_layers", "output"),
         )
         for name, default in later:
             if recorded[name] == default:

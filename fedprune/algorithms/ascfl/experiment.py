@@ -18,13 +18,15 @@ paper's per-client personalized models imply; "acc_pooled" counts every test ima
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 
 import numpy as np
+import tensorflow as tf
 
 from fedprune.algorithms.ascfl import metrics, noisy_aggregation, server, similarity
 from fedprune.configs.ascfl import ClusteredImageConfig
-from fedprune.data.images import load_images
+from fedprune.data.images import IMAGE_SHAPE, load_images
 from fedprune.data.rotated_partition import RotatedFederatedData, partition_rotated
 from fedprune.engine import per_client
 from fedprune.engine.loop import Step, run_rounds
@@ -91,6 +93,24 @@ def local_epochs(config: ClusteredImageConfig, examples: int) -> int:
     return max(int(config.local_epochs), -(-int(config.batch_size) // max(int(examples), 1)))
 
 
+def head_layers(spec: ModelSpec, layers: str) -> list[tf.keras.layers.Layer]:
+    """The layers whose updates the low-rank step factorizes (reading #2 of
+    :mod:`fedprune.algorithms.ascfl`, "weights near the output layer"): the output layer
+    (``layers="output"``), or every Dense layer after the last layer with weights that is not
+    Dense (``"dense_head"``: the classifier on top of the convolutions)."""
+    weighted = [layer for layer in spec.keras().layers if layer.trainable_weights]
+    if layers == "output":
+        return weighted[-1:]
+    dense = itertools.takewhile(lambda x: isinstance(x, tf.keras.layers.Dense), weighted[::-1])
+    return list(dense)[::-1]
+
+
+def low_rank_tensors(config: ClusteredImageConfig) -> int:
+    """How many trailing weight tensors (kernels and biases) the low-rank step factorizes."""
+    spec = ModelSpec((*IMAGE_SHAPE, 1), 10, seed=config.seed, model=config.model)
+    return sum(len(layer.trainable_weights) for layer in head_layers(spec, config.low_rank_layers))
+
+
 def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
     method = "fedavg" if config.method == "ifca" and config.clusters == 1 else config.method
     return server.ServerSettings(
@@ -99,6 +119,7 @@ def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
         adjustment=config.without != "adjustment",
         low_rank=config.without != "low-rank",
         explained_variance=config.explained_variance,
+        low_rank_tensors=low_rank_tensors(config),
         admission=config.admission,
         gain=config.gain,
         theta=config.theta,
@@ -218,6 +239,15 @@ def run_clustered_images(
     groups = np.asarray(fed.group_of_client)
     params = int(sum(w.size for w in spec.initial_weights().trainable))
     output_shape = spec.initial_weights().trainable[-2].shape
+    head_size = int(
+        sum(w.size for w in spec.initial_weights().trainable[-settings.low_rank_tensors :])
+    )
+
+    def lowrank_uplink_floats(rank: int) -> int:
+        """One client's uplink under the shared-basis reading of the low-rank step."""
+        if config.low_rank_layers == "output":
+            return similarity.uplink_floats(params, output_shape, rank)
+        return similarity.shared_basis_floats(params, head_size, rank)
 
     def initial() -> ClusterState:
         base = spec.initial_weights().trainable
@@ -297,7 +327,7 @@ def run_clustered_images(
             "stability": round(float(metrics.membership_jaccard(state.cluster_of, new_of)), 6),
             "uplink_mb": round(4 * update_floats / MB, 6),
             "uplink_lowrank_mb": round(
-                4 * len(ids) * similarity.uplink_floats(params, output_shape, rank) / MB,
+                4 * len(ids) * lowrank_uplink_floats(rank) / MB,
                 6,
             )
             if rank is not None

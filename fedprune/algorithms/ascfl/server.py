@@ -92,6 +92,7 @@ class ServerSettings:
     adjustment: bool = True
     low_rank: bool = True
     explained_variance: float = 0.95
+    low_rank_tensors: int = 2  # trailing weight tensors factorized: the output kernel and bias
     admission: str = "absolute_gain"
     gain: float = 0.03
     theta: float = 0.85
@@ -291,7 +292,8 @@ def _similarity_space(
     point)."""
     ids = list(ids)
     if settings.low_rank:
-        output = np.stack([np.concatenate([np.ravel(u) for u in up[-2:]]) for up in compared])
+        tail = -settings.low_rank_tensors
+        output = np.stack([np.concatenate([np.ravel(u) for u in up[tail:]]) for up in compared])
         low = similarity.low_rank_similarity(output, settings.explained_variance, ids)
         return low.rank, low.similarity, np.asarray(low.coefficients)
     flat = np.stack([flatten(u) for u in compared])

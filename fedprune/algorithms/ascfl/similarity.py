@@ -13,7 +13,8 @@ Paper sentences and how they are read:
   truncated SVD ``X ~ U_r Σ_r V_rᵀ``; each client's update is projected on the ``r`` kept
   components, ``z_i = V_r x_i`` (``Z = U_r Σ_r``), and ``S ~ D⁻¹ Z Zᵀ D⁻¹`` with ``D`` the
   norms of the rows of ``Z``: a rank-``r`` factorization of ``S`` computed from the
-  output layer only (:func:`low_rank_similarity`).
+  output layer only (:func:`low_rank_similarity`), or from every Dense layer after the
+  convolutions (``--low-rank-layers dense_head``; the caller picks the columns of ``X``).
 * Rank -- "The rank, r, is selected based on an explained-variance ratio ≥ 95% on the
   output-layer weights" (3.2.2): the smallest ``r`` with ``sum_{i<=r} s_i² / sum_i s_i² >=
   δ`` over the singular values ``s`` of ``X`` (:func:`rank_for_explained_variance`), default
@@ -209,8 +210,23 @@ def uplink_floats(
     if reading == "full":
         return model_size
     if reading == "shared_basis":
-        return model_size - kernel + rank
+        return shared_basis_floats(model_size, kernel, rank)
     return model_size - kernel + rank * (rows + cols)
+
+
+def shared_basis_floats(model_size: int, compressed: int, rank: int) -> int:
+    """Floats one client uploads when its ``r`` coefficients on the broadcast components
+    replace the ``compressed`` floats of its update that were factorized (``"shared_basis"``
+    reading; with ``--low-rank-layers dense_head`` every Dense layer's kernel and bias).
+
+    >>> shared_basis_floats(1000, 300, 4)
+    704
+    """
+    checks.check_count("model_size", model_size)
+    checks.check_count("compressed", compressed)
+    checks.check_at_most("compressed", compressed, model_size, "the model's size")
+    checks.check_count("rank", rank)
+    return model_size - compressed + rank
 
 
 def uplink_saving(

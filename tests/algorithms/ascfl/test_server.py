@@ -176,3 +176,29 @@ def test_local_epochs_rule_of_section_3_2_3():
     assert [local_epochs(config, n) for n in (5, 10, 31, 32, 500)] == [7, 4, 2, 2, 2]
     assert "epochs_rule" not in config.recorded()
     assert ClusteredImageConfig(epochs_rule="uniform").recorded()["epochs_rule"] == "uniform"
+
+
+def test_low_rank_layers_pick_the_output_layer_or_the_dense_head():
+    output = ClusteredImageConfig()
+    head = ClusteredImageConfig(low_rank_layers="dense_head")
+    # image_cnn_small: conv1, conv2, dense (24), probs (10): kernel and bias each
+    assert settings_of(output).low_rank_tensors == 2
+    assert settings_of(head).low_rank_tensors == 4
+    assert "low_rank_layers" not in output.recorded()
+    assert head.recorded()["low_rank_layers"] == "dense_head"
+
+
+def test_the_similarity_space_factorizes_the_trailing_tensors_it_is_given():
+    rng = np.random.default_rng(3)
+    updates = [[rng.normal(size=s).astype(np.float32) for s in (5, 4, 3, 2)] for _ in range(6)]
+    for tensors in (2, 4):
+        settings = server.ServerSettings(low_rank_tensors=tensors, explained_variance=0.999)
+        _, sim, coefficients = server._similarity_space(updates, range(6), settings)
+        x = np.stack([np.concatenate([u.ravel() for u in up[-tensors:]]) for up in updates])
+        x = x.astype(np.float64)
+        _, s, vt = np.linalg.svd(x, full_matrices=False)
+        r = int(np.argmax(np.cumsum(s**2) / np.sum(s**2) >= 0.999)) + 1
+        z = x @ vt[:r].T
+        z /= np.linalg.norm(z, axis=1, keepdims=True)
+        np.testing.assert_allclose(sim, z @ z.T, atol=1e-9)
+        assert coefficients.shape == (6, r)

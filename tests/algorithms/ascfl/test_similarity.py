@@ -5,10 +5,11 @@ from fedprune.algorithms.ascfl.similarity import (
     cosine_similarity_matrix,
     low_rank_similarity,
     rank_for_explained_variance,
+    shared_basis_floats,
     uplink_floats,
     uplink_saving,
 )
-from fedprune.errors import DataError
+from fedprune.errors import ConfigError, DataError
 
 R2 = np.sqrt(2.0)
 
@@ -102,3 +103,10 @@ def test_uplink_floats_under_each_reading():
     assert uplink_floats(1000, (20, 10), 3, "client_factors") == 800 + 3 * (20 + 10)
     assert uplink_saving(1000, (20, 10), 3, "client_factors") == pytest.approx(0.11)
     assert uplink_saving(1000, (20, 10), 3, "full") == 0.0
+
+
+def test_shared_basis_floats_replace_the_whole_factorized_block():
+    # the dense head of image_cnn_small: 1568 x 24 + 24 + 24 x 10 + 10 = 37,906 of 51,154
+    assert shared_basis_floats(51154, 37906, 16) == 51154 - 37906 + 16
+    with pytest.raises(ConfigError, match="compressed"):
+        shared_basis_floats(100, 101, 1)
