@@ -24,7 +24,7 @@ FEDAVG += ["--local-epochs", "1", "--no-progress"]
 CAAFP = ["train", "caafp", "--dataset", "uci_har", "--phases", "1,0,0", "--ft-epochs", "1"]
 CAAFP += ["--no-progress"]
 CLUSTERFL = ["train", "clusterfl", "--dataset", "uci_har", "--rounds", "1", "--no-progress"]
-ASCFL = ["train", "ascfl", "--rounds", "1", "--no-progress"]
+ASCFL = ["train", "ascfl", "--rounds", "1", "--warmup-rounds", "0", "--no-progress"]
 FEDHIRE = ["train", "fedhire", "--dataset", "ecoli", "--no-progress"]
 FEDCREF = ["train", "fedcref", "--clients", "2", "--samples-per-class", "2", "--no-progress"]
 

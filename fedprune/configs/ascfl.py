@@ -24,6 +24,17 @@ IMAGE_DATASETS = ("mnist", "fashion_mnist", "emnist_digits")
 IMAGE_MODELS = ("image_cnn", "image_cnn_small")
 WITHOUT = ("incentive", "adjustment", "low-rank")
 LOW_RANK_LAYERS = ("output", "dense_head")
+# AS-CFL's defaults up to stop 30 (Algorithm 1 read literally); the baselines, which do not
+# use these options, record them at these values, as they always did
+BEFORE_STOP_31 = {
+    "admission": "absolute_gain",
+    "em_space": "raw",
+    "merge_guard": "settled",
+    "update_reference": "start",
+    "stage1": "every_round",
+    "warmup_rounds": 0,
+    "low_rank_layers": "output",
+}
 ADMISSION = (
     "absolute_gain",
     "relative_gain",
@@ -105,17 +116,19 @@ class ClusteredImageConfig(Config):
         help="positive-incentive threshold (accuracy_floor, similarity_gate, retained_ratio)",
         rule=UNIT,
     )
-    admission: str = param("absolute_gain", help="incentive admission rule", rule=one_of(ADMISSION))
+    admission: str = param(
+        "retained_ratio", help="incentive admission rule (reading #5)", rule=one_of(ADMISSION)
+    )
     gain: float = param(0.03, help="accuracy gain a new member must bring", rule=FRACTION)
     explained_variance: float = param(0.95, help="low-rank: variance kept", rule=UNIT)
     low_rank_layers: str = param(
-        "output",
+        "dense_head",
         help="low-rank: the 'weights near the output layer' factorized: the output layer, or "
         "every Dense layer after the convolutions (our reading #2)",
         rule=one_of(LOW_RANK_LAYERS),
     )
     em_space: str = param(
-        "raw",
+        "unit",
         help="vectors EM and G_k compare: the raw updates (Euclidean, as 3.3 writes) or "
         "their directions (unit vectors, as the cosine similarity of 3.2.1)",
         rule=one_of(("raw", "unit")),
@@ -133,27 +146,28 @@ class ClusteredImageConfig(Config):
         rule=one_of(("none", "halves")),
     )
     merge_guard: str = param(
-        "settled",
+        "compact",
         help="merge two clusters only if their union's G_k <= beta (settled: not split "
         "again) or <= the merge threshold (compact: as compact as the rule asks)",
         rule=one_of(("settled", "compact")),
     )
     update_reference: str = param(
-        "start",
+        "common",
         help="the update AS-CFL's similarity, EM and G_k compare: each client's change from "
         "the model it received (start), or from the clients' common mean model (common)",
         rule=one_of(("start", "common")),
     )
     stage1: str = param(
-        "every_round",
+        "first_round",
         help="when AS-CFL's incentive clustering (Stage 1) forms clusters: every round, as "
-        "Algorithm 1 places it, or in the first round only, Stage 2 adjusting them after",
+        "Algorithm 1 places it, or once (the first round after the warm-up), Stage 2 "
+        "adjusting them after",
         rule=one_of(("every_round", "first_round")),
     )
     warmup_rounds: int = param(
-        0,
-        help="AS-CFL: FedAvg rounds (one model for all) before Stage 1 first forms clusters; "
-        "0 clusters from round 1, as Algorithm 1 (our reading #26)",
+        5,
+        help="AS-CFL: FedAvg rounds (one model for all) before Stage 1 first forms clusters "
+        "(a departure, #26); 0 clusters from round 1, as Algorithm 1",
         rule=count(0),
     )
     split_threshold: float = param(0.8, help="G_k above this splits (beta)", rule=POSITIVE)
@@ -209,10 +223,14 @@ class ClusteredImageConfig(Config):
         run directories from before ``--scale`` existed resume, and so do those from before
         ``--em-space``, ``--singletons``, ``--split-guard``, ``--merge-guard``,
         ``--update-reference``, ``--stage1``, ``--epochs-rule``, ``--warmup-rounds`` and
-        ``--low-rank-layers`` where they keep their defaults (``data_size`` equals ``uniform``
-        on every partition that has no client smaller than a batch)."""
+        ``--low-rank-layers`` where they hold the value they had before the option existed
+        (the pairs below; ``data_size`` equals ``uniform`` on every partition that has no
+        client smaller than a batch). Stop 31 changed six of those defaults, so a run with
+        today's defaults records them and an older default run is not resumed as one."""
         recorded = super().recorded()
         recorded.pop("scale")
+        if self.method != "ascfl":  # unused: one fixed value, so every such run is the same
+            recorded.update({k: v for k, v in BEFORE_STOP_31.items() if k in self.unused_fields()})
         later = (
             ("em_space", "raw"),
             ("singletons", "keep"),

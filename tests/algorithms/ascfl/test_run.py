@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from fedprune.algorithms.ascfl.experiment import run_clustered_images
-from fedprune.configs.ascfl import CFLConfig, CFLFixedConfig, ClusteredImageConfig, IFCAConfig
+from fedprune.configs.ascfl import (
+    BEFORE_STOP_31,
+    CFLConfig,
+    CFLFixedConfig,
+    ClusteredImageConfig,
+    IFCAConfig,
+)
 from fedprune.data import images
 from fedprune.errors import ConfigError
 from tests.algorithms.test_fedcref_run import pattern_images
@@ -18,14 +24,10 @@ from tests.conftest import interrupted
 from tests.data.test_images import write_idx_pair
 
 pytestmark = pytest.mark.slow
+# two rounds: the warm-up (5 rounds by default) off
 TINY = dict(num_clients=4, proxy_size=20, rounds=2, batch_size=16, min_frac=0.5, max_frac=1.0)
-FIRST_ROUND = dict(
-    stage1="first_round",
-    update_reference="common",
-    merge_guard="compact",
-    em_space="unit",
-    admission="retained_ratio",
-)
+TINY["warmup_rounds"] = 0
+ALGORITHM1 = dict(BEFORE_STOP_31)  # the defaults up to stop 30: Algorithm 1 read literally
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ def image_dir(tmp_path):
         ClusteredImageConfig(**TINY),
         ClusteredImageConfig(**TINY, without="incentive", clip_norm=0.5, noise_multiplier=0.1),
         ClusteredImageConfig(**TINY, proxy_rotation="none", admission="similarity_gate"),
-        ClusteredImageConfig(**TINY, **FIRST_ROUND),
+        ClusteredImageConfig(**{**TINY, **ALGORITHM1}),
         CFLConfig(**TINY),
         CFLFixedConfig(**TINY, clusters=2),
         IFCAConfig(**TINY, clusters=2),
@@ -52,7 +54,7 @@ def image_dir(tmp_path):
         "ascfl",
         "ascfl-noise-no-incentive",
         "ascfl-upright-proxy",
-        "ascfl-first-round-common",
+        "ascfl-algorithm1-literal",
         "cfl",
         "cfl-fixed",
         "ifca",
@@ -77,7 +79,7 @@ def test_a_tiny_run_writes_its_files(config, image_dir, tmp_path, tff_context):
 
 
 def test_warmup_rounds_train_one_model_then_cluster(image_dir, tmp_path, tff_context):
-    config = ClusteredImageConfig(**{**TINY, "rounds": 3}, **FIRST_ROUND, warmup_rounds=2)
+    config = ClusteredImageConfig(**{**TINY, "rounds": 3, "warmup_rounds": 2})
     run_clustered_images(config, tmp_path / "run", image_dir, progress=False)
     with open(tmp_path / "run" / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
@@ -85,13 +87,13 @@ def test_warmup_rounds_train_one_model_then_cluster(image_dir, tmp_path, tff_con
     assert [int(r["clusters"]) for r in rows[:2]] == [1, 1]
     assert [float(r["stability"]) for r in rows[:2]] == [1.0, 1.0]
     assert json.loads((tmp_path / "run" / "config.json").read_text())["warmup_rounds"] == 2
-    default = ClusteredImageConfig(**TINY).recorded()
-    assert "warmup_rounds" not in default  # older run directories still resume
+    literal = ClusteredImageConfig(**{**TINY, **ALGORITHM1}).recorded()
+    assert "warmup_rounds" not in literal  # run directories from before the option resume
 
 
-@pytest.mark.parametrize("options", [{}, FIRST_ROUND], ids=["default", "first-round"])
+@pytest.mark.parametrize("options", [{}, ALGORITHM1], ids=["default", "algorithm1"])
 def test_resume_equals_uninterrupted(options, image_dir, tmp_path, monkeypatch, tff_context):
-    config = ClusteredImageConfig(**{**TINY, "rounds": 3}, **options)
+    config = ClusteredImageConfig(**{**TINY, "rounds": 3, **options})
     straight = run_clustered_images(config, tmp_path / "a", image_dir, progress=False)
     out = tmp_path / "b"
     interrupted(

@@ -4,7 +4,7 @@ import numpy as np
 
 from fedprune.algorithms.ascfl import server
 from fedprune.algorithms.ascfl.experiment import local_epochs, settings_of
-from fedprune.configs.ascfl import ClusteredImageConfig
+from fedprune.configs.ascfl import BEFORE_STOP_31, CFLConfig, ClusteredImageConfig, IFCAConfig
 from fedprune.engine.per_client import ClientUpdates
 
 # Two update directions; norms 1, 10, 10 along x and 1, 1, 10 along y. The incentive (here
@@ -40,7 +40,7 @@ def test_em_on_unit_vectors_keeps_the_direction_groups_raw_em_moves_a_small_upda
 
 
 def test_em_space_and_singletons_reach_the_server_and_only_non_defaults_are_recorded():
-    default = ClusteredImageConfig()
+    default = ClusteredImageConfig(**BEFORE_STOP_31)  # the defaults the options were added to
     changed = ClusteredImageConfig(
         em_space="unit",
         singletons="merge",
@@ -53,7 +53,7 @@ def test_em_space_and_singletons_reach_the_server_and_only_non_defaults_are_reco
     assert settings_of(changed).stage1 == "first_round"
     assert changed.recorded()["stage1"] == "first_round" and "stage1" not in default.recorded()
     assert settings_of(changed).update_reference == "common"
-    assert "update_reference" not in ClusteredImageConfig().recorded()
+    assert "update_reference" not in default.recorded()
     assert (settings_of(default).split_guard, settings_of(changed).split_guard) == (
         "none",
         "halves",
@@ -179,8 +179,8 @@ def test_local_epochs_rule_of_section_3_2_3():
 
 
 def test_low_rank_layers_pick_the_output_layer_or_the_dense_head():
-    output = ClusteredImageConfig()
-    head = ClusteredImageConfig(low_rank_layers="dense_head")
+    output = ClusteredImageConfig(low_rank_layers="output")
+    head = ClusteredImageConfig()
     # image_cnn_small: conv1, conv2, dense (24), probs (10): kernel and bias each
     assert settings_of(output).low_rank_tensors == 2
     assert settings_of(head).low_rank_tensors == 4
@@ -202,3 +202,13 @@ def test_the_similarity_space_factorizes_the_trailing_tensors_it_is_given():
         z /= np.linalg.norm(z, axis=1, keepdims=True)
         np.testing.assert_allclose(sim, z @ z.T, atol=1e-9)
         assert coefficients.shape == (6, r)
+
+
+def test_the_baselines_record_the_options_they_do_not_use_at_one_fixed_value():
+    """So their run directories from before stop 31's defaults still resume, and an AS-CFL
+    option given to CFL does not make another run."""
+    cfl = CFLConfig().recorded()
+    assert cfl == CFLConfig(admission="similarity_gate", warmup_rounds=2).recorded()
+    assert cfl["admission"] == "absolute_gain" and "warmup_rounds" not in cfl
+    assert "stage1" not in IFCAConfig(clusters=1).recorded()
+    assert ClusteredImageConfig().recorded()["stage1"] == "first_round"
