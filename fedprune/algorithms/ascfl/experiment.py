@@ -379,9 +379,11 @@ def run_clustered_images(
         "params": params,
         "wall_s": float(last["wall_s"]),
     }
-    lowrank = [float(r["uplink_lowrank_mb"]) for r in rows if r.get("uplink_lowrank_mb")]
-    if lowrank:
-        summary["uplink_lowrank_mb"] = float(sum(lowrank))
+    if any(r.get("uplink_lowrank_mb") for r in rows):
+        # rounds without the low-rank step (the FedAvg warm-up) upload the full update
+        summary["uplink_lowrank_mb"] = float(
+            sum(float(r.get("uplink_lowrank_mb") or r["uplink_mb"]) for r in rows)
+        )
     if config.noise_multiplier > 0:
         spent = noisy_aggregation.privacy_spent(
             config.noise_multiplier,

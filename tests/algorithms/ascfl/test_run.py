@@ -87,6 +87,11 @@ def test_warmup_rounds_train_one_model_then_cluster(image_dir, tmp_path, tff_con
     assert [int(r["clusters"]) for r in rows[:2]] == [1, 1]
     assert [float(r["stability"]) for r in rows[:2]] == [1.0, 1.0]
     assert json.loads((tmp_path / "run" / "config.json").read_text())["warmup_rounds"] == 2
+    # the low-rank uplink of the whole run: full updates in the warm-up, compressed after
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    full = sum(float(r["uplink_mb"]) for r in rows[:2])
+    assert summary["uplink_lowrank_mb"] == pytest.approx(full + float(rows[2]["uplink_lowrank_mb"]))
+    assert float(rows[2]["uplink_lowrank_mb"]) < float(rows[2]["uplink_mb"])
     literal = ClusteredImageConfig(**{**TINY, **ALGORITHM1}).recorded()
     assert "warmup_rounds" not in literal  # run directories from before the option resume
 
