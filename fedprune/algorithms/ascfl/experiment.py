@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from fedprune.algorithms.ascfl import metrics, noisy_aggregation, server, similarity
 from fedprune.configs.ascfl import ClusteredImageConfig
-from fedprune.data.images import IMAGE_SHAPE, load_images
+from fedprune.data.images import load_images
 from fedprune.data.rotated_partition import RotatedFederatedData, partition_rotated
 from fedprune.engine import per_client
 from fedprune.engine.loop import Step, run_rounds
@@ -105,21 +105,25 @@ def head_layers(spec: ModelSpec, layers: str) -> list[tf.keras.layers.Layer]:
     return list(dense)[::-1]
 
 
-def low_rank_tensors(config: ClusteredImageConfig) -> int:
-    """How many trailing weight tensors (kernels and biases) the low-rank step factorizes."""
-    spec = ModelSpec((*IMAGE_SHAPE, 1), 10, seed=config.seed, model=config.model)
-    return sum(len(layer.trainable_weights) for layer in head_layers(spec, config.low_rank_layers))
+def low_rank_tensors(spec: ModelSpec, layers: str) -> int:
+    """How many trailing weight tensors (kernels and biases) of ``spec``'s model the low-rank
+    step factorizes."""
+    return sum(len(layer.trainable_weights) for layer in head_layers(spec, layers))
 
 
-def settings_of(config: ClusteredImageConfig) -> server.ServerSettings:
+def settings_of(config: ClusteredImageConfig, spec: ModelSpec) -> server.ServerSettings:
+    """The server's settings for ``config``'s method on ``spec``'s model (the model tells
+    AS-CFL how many trailing tensors its low-rank step factorizes; other methods never use
+    the low-rank step, so their model is not built for it)."""
     method = "fedavg" if config.method == "ifca" and config.clusters == 1 else config.method
+    tensors = low_rank_tensors(spec, config.low_rank_layers) if method == "ascfl" else 2
     return server.ServerSettings(
         method=method,
         incentive=config.without != "incentive",
         adjustment=config.without != "adjustment",
         low_rank=config.without != "low-rank",
         explained_variance=config.explained_variance,
-        low_rank_tensors=low_rank_tensors(config),
+        low_rank_tensors=tensors,
         admission=config.admission,
         gain=config.gain,
         theta=config.theta,
@@ -222,9 +226,9 @@ def run_clustered_images(
         return run.read_summary()
     fed = build_federation(config, None if data_dir is None else str(data_dir))
     run = run or RunDir(out, recorded)
-    settings = settings_of(config)
     num_classes = int(max(max(c.y_train.max() for c in fed.clients), fed.proxy_y.max())) + 1
     spec = ModelSpec(fed.federated.input_shape, num_classes, seed=config.seed, model=config.model)
+    settings = settings_of(config, spec)
     start_models = config.clusters if settings.method == "ifca" else 1
     # One computation for the whole run, traced before the evaluator's Keras model exists
     # (tracing in a TF graph invalidates Keras models built before it): the server's model

@@ -6,6 +6,10 @@ from fedprune.algorithms.ascfl import server
 from fedprune.algorithms.ascfl.experiment import local_epochs, settings_of
 from fedprune.configs.ascfl import BEFORE_STOP_31, CFLConfig, ClusteredImageConfig, IFCAConfig
 from fedprune.engine.per_client import ClientUpdates
+from fedprune.models.spec import ModelSpec
+
+# The default image model on MNIST's shape (image_cnn_small: conv1, conv2, dense, probs).
+SPEC = ModelSpec((28, 28, 1), 10, seed=0, model="image_cnn_small")
 
 # Two update directions; norms 1, 10, 10 along x and 1, 1, 10 along y. The incentive (here
 # similarity only) groups by direction: {0, 1, 2} and {3, 4, 5}. Raw Euclidean EM then sees
@@ -49,19 +53,17 @@ def test_em_space_and_singletons_reach_the_server_and_only_non_defaults_are_reco
         stage1="first_round",
         merge_guard="compact",
     )
-    assert settings_of(changed).merge_guard == "compact" and "merge_guard" not in default.recorded()
-    assert settings_of(changed).stage1 == "first_round"
+    before, now = settings_of(default, SPEC), settings_of(changed, SPEC)
+    assert now.merge_guard == "compact" and "merge_guard" not in default.recorded()
+    assert now.stage1 == "first_round"
     assert changed.recorded()["stage1"] == "first_round" and "stage1" not in default.recorded()
-    assert settings_of(changed).update_reference == "common"
+    assert now.update_reference == "common"
     assert "update_reference" not in default.recorded()
-    assert (settings_of(default).split_guard, settings_of(changed).split_guard) == (
-        "none",
-        "halves",
-    )
+    assert (before.split_guard, now.split_guard) == ("none", "halves")
     assert "split_guard" not in default.recorded()
     assert changed.recorded()["split_guard"] == "halves"
-    assert settings_of(default).unit_vectors is False and settings_of(changed).unit_vectors
-    assert (settings_of(default).singletons, settings_of(changed).singletons) == ("keep", "merge")
+    assert before.unit_vectors is False and now.unit_vectors
+    assert (before.singletons, now.singletons) == ("keep", "merge")
     recorded = default.recorded()  # run directories from before the options resume
     assert "em_space" not in recorded and "singletons" not in recorded
     assert changed.recorded()["em_space"] == "unit"
@@ -182,8 +184,11 @@ def test_low_rank_layers_pick_the_output_layer_or_the_dense_head():
     output = ClusteredImageConfig(low_rank_layers="output")
     head = ClusteredImageConfig()
     # image_cnn_small: conv1, conv2, dense (24), probs (10): kernel and bias each
-    assert settings_of(output).low_rank_tensors == 2
-    assert settings_of(head).low_rank_tensors == 4
+    assert settings_of(output, SPEC).low_rank_tensors == 2
+    assert settings_of(head, SPEC).low_rank_tensors == 4
+    # the count follows the run's model: the paper-size CNN's head is the same two Dense layers
+    big = ModelSpec((32, 32, 3), 62, seed=0, model="image_cnn")
+    assert settings_of(head, big).low_rank_tensors == 4
     assert "low_rank_layers" not in output.recorded()
     assert head.recorded()["low_rank_layers"] == "dense_head"
 
