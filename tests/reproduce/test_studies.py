@@ -231,8 +231,10 @@ def test_ascfl_grid_shares_points_and_claims_read_the_rows(tmp_path):
     assert [p.label("method") for p in quick] == [*ascfl.MAIN, "ascfl iid labels"]
     full = ascfl.points(quick=False)
     # alpha 0.4's AS-CFL and CFL are the main comparison's MNIST runs, and the ablation's
-    # full AS-CFL is alpha 0.6's: each trained once
-    assert len(S.unique_points(full)) == len(full) - 3
+    # full AS-CFL is alpha 0.6's and the default theta's: each trained once
+    assert len(S.unique_points(full)) == len(full) - 4
+    default_theta = next(p for p in full if p.label("method") == "ascfl theta 0.85")
+    assert default_theta.stem == "ascfl_dataset_mnist_alpha_0.6"
     fedavg = next(p for p in full if p.label("method") == "fedavg")
     assert fedavg.method == "ifca" and "--clusters 1" in " ".join(fedavg.args)
     st = ascfl.STUDY
