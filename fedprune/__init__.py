@@ -10,12 +10,28 @@ processes. An explicit ``TF_ENABLE_ONEDNN_OPTS=0`` is respected; where TensorFlo
 before fedprune, the variable can no longer act, and stacked training probes the kernels and
 falls back to one convolution per client with a one-line note
 (:mod:`fedprune.engine.stacked`).
+
+At interpreter exit, where TFF was imported, fedprune releases TFF's execution contexts while
+the interpreter is still whole (:func:`fedprune.engine.execution.release_default_context`):
+TFF's import-time context otherwise prints a traceback from its ``__del__`` at the very end.
 """
 
+import atexit
 import os
 import sys
 
 if "tensorflow" not in sys.modules:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+
+def release_tff_at_exit() -> None:
+    """The exit handler: release TFF's contexts where TFF was imported."""
+    if "tensorflow_federated" in sys.modules:
+        from fedprune.engine import execution
+
+        execution.release_default_context()
+
+
+atexit.register(release_tff_at_exit)
 
 __version__ = "0.1.0"

@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+import fedprune
 from fedprune.configs.command_line import add_config_options, argparse_type, config_from_options
 from fedprune.configs.fields import int_tuple
 from fedprune.configs.har import HAR_DATASETS
@@ -390,6 +391,10 @@ def exit_with(code: int) -> None:
         sys.exit(code)
     import atexit
 
+    # No teardown follows os._exit, so TFF's contexts need no releasing; releasing them would
+    # free the abandoned TFF call's pending asyncio task, which logs "Task was destroyed but
+    # it is pending!" after the interrupted line.
+    atexit.unregister(fedprune.release_tff_at_exit)
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -342,6 +342,22 @@ def shutdown() -> None:
         _stop_all()
 
 
+def release_default_context() -> None:
+    """Stop this process's workers and drop TFF's default context.
+
+    Importing TFF installs a local C++ context whose ``ServiceManager.__del__`` uses the
+    ``subprocess`` module. Collected during interpreter teardown, after module globals are
+    cleared, it prints "Exception ignored in ... ServiceManager.__del__ ... AttributeError:
+    'NoneType' object has no attribute 'Popen'". fedprune calls this at exit (an ``atexit``
+    handler of :mod:`fedprune`), while the interpreter is whole; afterwards TFF computations
+    in this process have no context until :func:`install`."""
+    import tensorflow_federated as tff
+    from tensorflow_federated.python.core.impl.context_stack import runtime_error_context
+
+    shutdown()
+    tff.framework.set_default_context(runtime_error_context.RuntimeErrorContext())
+
+
 def check_workers() -> None:
     """Raise if a local worker of this process has ended while it was in use: a TFF call to
     it would otherwise wait forever.

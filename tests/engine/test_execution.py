@@ -172,3 +172,28 @@ def test_install_and_shutdown_leave_no_descriptor(tmp_path):
     counts = json.loads(line.removeprefix("COUNTS "))  # [descriptors, threads] per install
     # after the first of each kind, every install/shutdown ends where the previous one did
     assert counts[2:] == [counts[0], counts[1]] * 2, counts
+
+
+@pytest.mark.parametrize("with_fedprune", [False, True])
+def test_a_pytest_session_importing_tff_through_fedprune_ends_without_a_traceback(
+    with_fedprune, tmp_path
+):
+    # Control (False): in a pytest session that imported TFF alone, TFF's import-time context
+    # is collected during interpreter teardown and its __del__ prints a traceback (as `make
+    # test` did after its last test). fedprune releases that context at exit, while the
+    # interpreter is whole.
+    imports = ("import fedprune\n" if with_fedprune else "") + "import tensorflow_federated\n"
+    (tmp_path / "test_child.py").write_text(imports + "\n\ndef test_nothing():\n    pass\n")
+    root = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_child.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    output = proc.stdout + proc.stderr
+    printed = "Exception ignored in" in output and "ServiceManager.__del__" in output
+    assert printed is not with_fedprune, output[-2000:]
