@@ -116,7 +116,11 @@ def settings_of(config: ClusteredImageConfig, spec: ModelSpec) -> server.ServerS
     AS-CFL how many trailing tensors its low-rank step factorizes; other methods never use
     the low-rank step, so their model is not built for it)."""
     method = "fedavg" if config.method == "ifca" and config.clusters == 1 else config.method
-    tensors = low_rank_tensors(spec, config.low_rank_layers) if method == "ascfl" else 2
+    tensors = (
+        low_rank_tensors(spec, config.low_rank_layers)
+        if method == "ascfl"
+        else server.ServerSettings.low_rank_tensors  # unused by the other methods
+    )
     return server.ServerSettings(
         method=method,
         incentive=config.without != "incentive",
