@@ -327,3 +327,31 @@ def test_fedhire_study_joins_table3_and_counts_cells_within_the_tolerance(tmp_pa
     assert claims["Fed-HIRE above k-FED in most cells (Table 3, §4.2 observation 1)"].holds
     text = "\n".join(st.body(table))
     assert "39 of 40" in text and "## Table 4" in text
+
+
+def test_phases_steep_drop_claim_needs_a_fall_beyond_the_seed_spread():
+    from fedprune.reproduce import phases
+
+    def study_a(accs: list[float], std: float) -> list[dict]:
+        return [
+            {
+                "study": "A",
+                "p1": "0",
+                "p2": "0",
+                "start": f"{0.1 * i:.1f}",
+                "acc": acc,
+                "acc_std": std,
+                "comm_mib": 240.0 - 18 * i,
+            }
+            for i, acc in enumerate(accs)
+        ]
+
+    text = "Study A: beyond a start sparsity of 0.5 accuracy drops steeply"
+    flat_then_dip = [0.925] * 6 + [0.924, 0.923, 0.922, 0.921]  # 0.4 pp lost after 0.5
+    noisy = {c.text.split(" (")[0]: c for c in phases.claims(study_a(flat_then_dip, 0.007))}
+    assert noisy[text].holds is False and "0.40 pp lost from 0.5 to 0.9" in noisy[text].evidence
+    assert "-0.10 pp above" in noisy[text].evidence and "up to 0.70 pp" in noisy[text].evidence
+    steep = {c.text.split(" (")[0]: c for c in phases.claims(study_a(flat_then_dip, 0.002))}
+    assert steep[text].holds is True
+    comm = "Study A: communication falls as the start sparsity rises"
+    assert steep[comm].holds is True
