@@ -189,6 +189,34 @@ def collect(study: Study, points: Sequence[Point], seeds: Sequence[int], out: Pa
     return table
 
 
+def again_agreement(
+    study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path
+) -> Claim | None:
+    """Whether every point fine-tuned again continued its base run's trajectory: at the
+    lengths the base evaluated itself (Table 2's 3 and 25), the point's accuracy and
+    fairness must equal the base's exactly (issue 17). ``None`` without such points."""
+    pairs, unequal = 0, []
+    for p in points:
+        if p.again is None:
+            continue
+        for s in seeds:
+            base = open_finished(base_dir(out, p.again, s)).summary.get("finetune", {})
+            again = open_finished(run_dir(out, study, p, s)).summary["finetune"]
+            for length in sorted(set(base) & set(again), key=int):
+                pairs += 1
+                if any(base[length][k] != again[length][k] for k in ("avg_acc", "fairness")):
+                    unequal.append(f"{p.again.base} seed {s} FT {length}")
+    if not pairs:
+        return None
+    return Claim(
+        "fine-tuned again from the base (Table 2) runs: at the bases' own lengths accuracy "
+        "and fairness equal the bases' exactly",
+        not unequal,
+        f"{pairs - len(unequal)} of {pairs} (method, seed, length) pairs equal"
+        + (f"; unequal: {', '.join(unequal)}" if unequal else ""),
+    )
+
+
 def read_paper(path: Path) -> list[dict]:
     """The paper's values: label columns as text, numbers as floats (empty: None)."""
     if not path.is_file():
@@ -368,9 +396,17 @@ def write_markdown(
     quick: bool,
     files: list[tuple[str, str]],
     wall_s: float,
+    checks: Sequence[Claim] = (),
 ) -> None:
+    """``checks``: the run's own consistency checks (e.g. :func:`again_agreement`), listed
+    apart from the paper's claims."""
     runs_wall = sum(r["wall_s"] for r in table)
     claims = study.claims(table)
+
+    def bullet(c: Claim) -> str:
+        verdict = "holds" if c.holds else "does not hold" if c.holds is False else "not checked"
+        return f"* {c.text}: **{verdict}** ({c.evidence})"
+
     lines = [
         f"# {study.title}",
         "",
@@ -385,12 +421,8 @@ def write_markdown(
         "",
         "## The paper's claims on our numbers",
         "",
-        *[
-            f"* {c.text}: **"
-            + ("holds" if c.holds else "does not hold" if c.holds is False else "not checked")
-            + f"** ({c.evidence})"
-            for c in claims
-        ],
+        *map(bullet, claims),
+        *(["", "## Checks of this reproduction", "", *map(bullet, checks)] if checks else []),
         *(["", *study.notes] if study.notes else []),
         "",
         "Data files used:",
@@ -429,7 +461,16 @@ def reproduce(
     stem = study.file_stem + ("_quick" if quick else "")
     write_csv(table, out / f"{stem}.csv")
     study.plot(table, out / f"{stem}.png")
+    agreement = again_agreement(study, points, seed_list, out)
     write_markdown(
-        study, table, out / f"{stem}.md", study.body(table), seed_list, quick, files, wall
+        study,
+        table,
+        out / f"{stem}.md",
+        study.body(table),
+        seed_list,
+        quick,
+        files,
+        wall,
+        checks=[agreement] if agreement else [],
     )
     return out / f"{stem}.md"

@@ -355,3 +355,25 @@ def test_phases_steep_drop_claim_needs_a_fall_beyond_the_seed_spread():
     assert steep[text].holds is True
     comm = "Study A: communication falls as the start sparsity rises"
     assert steep[comm].holds is True
+
+
+def test_again_agreement_compares_each_fine_tuned_again_run_with_its_base(tmp_path):
+    st = finetune.STUDY
+    point = next(p for p in st.points(True) if p.label("method") == "caafp")
+    base = S.base_dir(tmp_path, point.again, 0)
+    base.mkdir(parents=True)
+    (base / "config.json").write_text(json.dumps({"seed": 0}))
+    at = {"3": {"avg_acc": 0.93, "fairness": 0.1}, "25": {"avg_acc": 0.96, "fairness": 0.08}}
+    (base / "summary.json").write_text(json.dumps({"finetune": at}))
+    again = {e: {"avg_acc": 0.5, "fairness": 0.2} for e in map(str, finetune.FT_EPOCHS)}
+    _finish(tmp_path, st, point, 0, {"finetune": {**again, **at}})
+    equal = S.again_agreement(st, [point], [0], tmp_path)
+    assert equal.holds is True and equal.evidence == "2 of 2 (method, seed, length) pairs equal"
+    _finish(tmp_path, st, point, 0, {"finetune": {**again, "3": at["3"]}})  # FT 25 differs
+    unequal = S.again_agreement(st, [point], [0], tmp_path)
+    assert unequal.holds is False and unequal.evidence.endswith("caafp_0_0_50-wisdm seed 0 FT 25")
+    S.write_markdown(st, [], tmp_path / "t.md", [], [0], True, [], 1.0, checks=[unequal])
+    text = (tmp_path / "t.md").read_text()
+    assert "## Checks of this reproduction" in text and "exactly: **does not hold**" in text
+    plain = score_ablation.STUDY.points(True)[:1]
+    assert S.again_agreement(score_ablation.STUDY, plain, [0], tmp_path) is None
