@@ -21,11 +21,18 @@ Accuracy is the final round's mean client accuracy; "rounds" is rounds to 90 % o
 peak. The paper's values its text gives are in ``experiments/ascfl_paper.csv`` (Tables 1-4
 are lost from our copy; EMNIST values are not compared with Fashion-MNIST). ``--quick``:
 seed 0, the ``main`` part on MNIST and the ``rotation`` run.
+
+Outputs: ``ascfl.{md,csv,png}`` (final values) and ``ascfl_curves.png``: accuracy per round
+(main comparison, ablation) and ARI against the rotation groups per round, mean ± std over
+the seeds.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+
+import numpy as np
 
 from fedprune.configs.ascfl import ClusteredImageConfig
 from fedprune.reproduce.study import Claim, Labels, Point, Study, figure, markdown_table, row_of
@@ -259,6 +266,72 @@ def plot(table: list[dict], path: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
 
 
+# panels of the learning-curve figure: (title, metrics.csv column, y label, series as
+# (part, dataset, alpha, method)); a panel none of whose series the grid has is left out
+CURVE_PANELS = (
+    (
+        "MNIST α=0.4",
+        "acc",
+        "mean client accuracy (%)",
+        [("main", "mnist", "0.4", m) for m in MAIN],
+    ),
+    (
+        "Fashion-MNIST α=0.4",
+        "acc",
+        "mean client accuracy (%)",
+        [("main", "fashion_mnist", "0.4", m) for m in MAIN],
+    ),
+    (
+        "ablation, MNIST α=0.6",
+        "acc",
+        "mean client accuracy (%)",
+        [("ablation", "mnist", "0.6", m) for m in ("ascfl", *ABLATIONS)],
+    ),
+    (
+        "clusters vs rotation groups, MNIST",
+        "ari",
+        "ARI",
+        [
+            ("main", "mnist", "0.4", "ascfl"),
+            ("main", "mnist", "0.4", "cfl"),
+            ("main", "mnist", "0.4", "ifca"),
+            ("rotation", "mnist", "0.4", "ascfl iid labels"),
+        ],
+    ),
+)
+
+
+def curves(points: list[Point], values: dict[Labels, dict[str, np.ndarray]], path: Path) -> None:
+    """Learning curves (the issue's "learning-curve plots"): per panel of
+    :data:`CURVE_PANELS`, the mean over seeds per round with a ± std band."""
+    by_key = {tuple(p.label(c) for c in ("part", "dataset", "alpha", "method")): p for p in points}
+    panels = [
+        (title, column, ylabel, [(k, by_key[k]) for k in series if k in by_key])
+        for title, column, ylabel, series in CURVE_PANELS
+    ]
+    panels = [panel for panel in panels if panel[3]]
+    with figure(path, ncols=len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False) as (
+        _,
+        axes,
+    ):
+        for ax, (title, column, ylabel, series) in zip(axes[0], panels):
+            scale = 100.0 if column == "acc" else 1.0
+            for key, point in series:
+                runs = scale * values[point.labels][column]
+                rounds = np.arange(1, runs.shape[1] + 1)
+                with warnings.catch_warnings():  # a round no seed has a value for: NaN
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    mean, std = np.nanmean(runs, axis=0), np.nanstd(runs, axis=0)
+                label = key[3] if key[0] != "rotation" else "ascfl, IID labels"
+                ax.plot(rounds, mean, label=label, lw=1.2)
+                ax.fill_between(rounds, mean - std, mean + std, alpha=0.2)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("round")
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6)
+
+
 STUDY = Study(
     name="ascfl",
     title="AS-CFL and its baselines (§4.2-4.4), reproduced in the scaled setting",
@@ -270,4 +343,6 @@ STUDY = Study(
     claims=claims,
     plot=plot,
     body=body,
+    curves=curves,
+    curve_columns=("acc", "ari"),
 )

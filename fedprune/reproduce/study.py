@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.data import sources
-from fedprune.errors import ConfigError
+from fedprune.errors import ConfigError, DataError
 from fedprune.reproduce import runner
 from fedprune.runs.finished import is_finished, open_finished
 
@@ -105,6 +105,10 @@ class Study:
     notes: tuple[str, ...] = ()
     quick_seeds: int = 1  # seeds of a --quick run (0, 1, ...)
     shared_process: bool = False  # runs in long-lived processes (runner.run_jobs)
+    # learning curves: ``curves(points, round_values(...), png)`` draws ``NAME_curves.png``
+    # from the ``curve_columns`` of the runs' ``metrics.csv``
+    curves: Callable[[list[Point], dict[Labels, dict[str, np.ndarray]], Path], None] | None = None
+    curve_columns: tuple[str, ...] = ()
 
     @property
     def paper_csv(self) -> Path:
@@ -187,6 +191,38 @@ def collect(study: Study, points: Sequence[Point], seeds: Sequence[int], out: Pa
         entry["wall_s"] = row["wall_s"]
         table.append(entry)
     return table
+
+
+def round_values(
+    study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path, columns: Sequence[str]
+) -> dict[Labels, dict[str, np.ndarray]]:
+    """Per point, each of ``columns`` per round from its runs' ``metrics.csv``: an array of
+    shape (seeds, rounds) in seed order; an empty cell (a value the round did not have, such
+    as the rank in a warm-up round) is NaN. The seeds' runs of one point must have the same
+    number of rounds, and a column a run lacks is a :class:`DataError`."""
+    found: dict[Labels, dict[str, np.ndarray]] = {}
+    for p in points:
+        runs = [open_finished(run_dir(out, study, p, s)) for s in seeds]
+        metrics = [r.metrics() for r in runs]
+        if len({len(m) for m in metrics}) > 1:
+            lengths = ", ".join(f"{r.path} {len(m)}" for r, m in zip(runs, metrics))
+            raise DataError(
+                f"{p.stem}: the seeds' runs have different round counts ({lengths}); delete "
+                "the run that differs and run the same command again to retrain it"
+            )
+        values = {}
+        for column in columns:
+            lacking = [str(r.path) for r, m in zip(runs, metrics) if m and column not in m[0]]
+            if lacking:
+                raise DataError(
+                    f"{', '.join(lacking)}: metrics.csv has no column {column!r} (an older "
+                    "fedprune's run?); delete it and run the same command again to retrain it"
+                )
+            values[column] = np.array(
+                [[float(row[column]) if row[column] else np.nan for row in m] for m in metrics]
+            )
+        found[p.labels] = values
+    return found
 
 
 def again_agreement(
@@ -417,6 +453,11 @@ def write_markdown(
         + f". Training: {runs_wall / 60:.1f} min summed over the runs' own wall times "
         f"({wall_s / 60:.1f} min in this invocation, which skips finished runs).",
         "",
+        *(
+            [f"Learning curves (per round, mean ± std over seeds): `{path.stem}_curves.png`.", ""]
+            if study.curves
+            else []
+        ),
         *body,
         "",
         "## The paper's claims on our numbers",
@@ -439,8 +480,9 @@ def reproduce(
     data_dir: str | None = None,
     parallel: int = 1,
 ) -> Path:
-    """Train what is missing, then write ``NAME.csv``, ``NAME.md`` and ``NAME.png`` under
-    ``out``; returns the markdown's path."""
+    """Train what is missing, then write ``NAME.csv``, ``NAME.md`` and ``NAME.png`` (and
+    ``NAME_curves.png`` for a study with learning curves) under ``out``; returns the
+    markdown's path."""
     out = Path(out)
     seed_list = list(range(study.quick_seeds if quick else seeds or study.default_seeds))
     files = data_files(study.datasets, data_dir)  # one line if the data is missing
@@ -461,6 +503,9 @@ def reproduce(
     stem = study.file_stem + ("_quick" if quick else "")
     write_csv(table, out / f"{stem}.csv")
     study.plot(table, out / f"{stem}.png")
+    if study.curves:
+        curves = round_values(study, points, seed_list, out, study.curve_columns)
+        study.curves(points, curves, out / f"{stem}_curves.png")
     agreement = again_agreement(study, points, seed_list, out)
     write_markdown(
         study,

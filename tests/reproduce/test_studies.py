@@ -377,3 +377,39 @@ def test_again_agreement_compares_each_fine_tuned_again_run_with_its_base(tmp_pa
     assert "## Checks of this reproduction" in text and "exactly: **does not hold**" in text
     plain = score_ablation.STUDY.points(True)[:1]
     assert S.again_agreement(score_ablation.STUDY, plain, [0], tmp_path) is None
+
+
+def _metrics(out, st, point, seed, rows):
+    path = S.run_dir(out, st, point, seed) / "metrics.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_round_values_stack_the_seeds_metrics_and_refuse_unequal_runs(tmp_path):
+    from fedprune.errors import DataError
+    from fedprune.reproduce import ascfl
+
+    st = ascfl.STUDY
+    points = ascfl.points(quick=True)
+    for p in points:
+        for seed in (0, 1):
+            _finish(tmp_path, st, p, seed, {})
+            rows = [
+                {"round": r, "acc": 0.5 + 0.1 * r + 0.01 * seed, "ari": "" if r == 1 else 0.5}
+                for r in (1, 2, 3)
+            ]
+            _metrics(tmp_path, st, p, seed, rows)
+    values = S.round_values(st, points, [0, 1], tmp_path, ("acc", "ari"))
+    acc = values[points[0].labels]["acc"]
+    np.testing.assert_allclose(acc, [[0.6, 0.7, 0.8], [0.61, 0.71, 0.81]])
+    ari = values[points[0].labels]["ari"]
+    assert np.isnan(ari[:, 0]).all() and (ari[:, 1:] == 0.5).all()  # an empty cell is NaN
+    st.curves(points, values, tmp_path / "c.png")  # quick grid: MNIST and rotation panels
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    with pytest.raises(DataError, match="no column 'stability'"):
+        S.round_values(st, points, [0, 1], tmp_path, ("stability",))
+    _metrics(tmp_path, st, points[0], 1, [{"round": 1, "acc": 0.5, "ari": 0.0}])
+    with pytest.raises(DataError, match="different round counts"):
+        S.round_values(st, points, [0, 1], tmp_path, ("acc",))
