@@ -206,6 +206,11 @@ CASES = {
         ASCFL + ["--stage1", "never"],
         "--stage1: invalid choice: 'never'",
     ),
+    "ascfl unknown late-clients rule": (
+        _nothing,
+        ASCFL + ["--late-clients", "nearest"],
+        "--late-clients: invalid choice: 'nearest'",
+    ),
     "ascfl warm-up as long as the run": (
         _nothing,
         ASCFL + ["--warmup-rounds", "1"],

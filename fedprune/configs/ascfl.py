@@ -164,6 +164,14 @@ class ClusteredImageConfig(Config):
         "adjusting them after",
         rule=one_of(("every_round", "first_round")),
     )
+    late_clients: str = param(
+        "lowest_loss",
+        help="AS-CFL with --stage1 first_round and --client-dropout: a client absent when the "
+        "clusters formed joins, when it next reports, the cluster whose model has the lowest "
+        "loss on its training data (lowest_loss), or stays in the cluster its old cluster's "
+        "members went to (follow)",
+        rule=one_of(("lowest_loss", "follow")),
+    )
     warmup_rounds: int = param(
         5,
         help="AS-CFL: FedAvg rounds (one model for all) before Stage 1 first forms clusters "
@@ -200,6 +208,7 @@ class ClusteredImageConfig(Config):
             "merge_guard",
             "update_reference",
             "stage1",
+            "late_clients",
             "epochs_rule",
             "warmup_rounds",
         }
@@ -245,6 +254,12 @@ class ClusteredImageConfig(Config):
         for name, default in later:
             if recorded[name] == default:
                 recorded.pop(name)
+        # only a run in which clients can miss the round that forms the clusters has late
+        # clients; every other run is the same under both values (added in stop 35)
+        if not (
+            self.method == "ascfl" and self.stage1 == "first_round" and self.client_dropout > 0
+        ):
+            recorded.pop("late_clients")
         return recorded
 
     def check(self) -> None:

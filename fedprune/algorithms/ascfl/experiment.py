@@ -155,6 +155,8 @@ class ClusterState:
     models: list[list[np.ndarray]]
     cluster_of: np.ndarray  # per client id
     previous_splits: tuple = ()
+    # per client id: absent when Stage 1 formed the clusters and not placed since (late)
+    late: np.ndarray | None = None
 
     def to_checkpoint(self) -> tuple[dict, dict]:
         tensors = len(self.models[0])
@@ -163,6 +165,8 @@ class ClusterState:
             "cluster_of": [self.cluster_of],
             "splits": [_encode_split(pair, len(self.cluster_of)) for pair in self.previous_splits],
         }
+        if self.late is not None:
+            arrays["late"] = [self.late.astype(np.int64)]
         return arrays, {"tensors": float(tensors)}
 
     @classmethod
@@ -170,7 +174,8 @@ class ClusterState:
         flat, tensors = arrays["models"], int(scalars["tensors"])
         models = [list(flat[i : i + tensors]) for i in range(0, len(flat), tensors)]
         splits = tuple(_decode_split(a) for a in arrays.get("splits", []))
-        return cls(models, np.asarray(arrays["cluster_of"][0]), splits)
+        late = np.asarray(arrays["late"][0]).astype(bool) if "late" in arrays else None
+        return cls(models, np.asarray(arrays["cluster_of"][0]), splits, late)
 
 
 def _encode_split(pair: tuple, n: int) -> np.ndarray:
@@ -242,7 +247,11 @@ def run_clustered_images(
     update_round = per_client.build_update_round(
         spec, 1 if per_client_epochs else config.local_epochs, slots
     )
-    loss_round = per_client.build_loss_round(spec, slots) if settings.method == "ifca" else None
+    # clients absent when Stage 1 formed the clusters pick their cluster by loss (IFCA's rule)
+    placing = "late_clients" in recorded and config.late_clients == "lowest_loss"
+    loss_round = (
+        per_client.build_loss_round(spec, slots) if settings.method == "ifca" or placing else None
+    )
     evaluator = Evaluator(spec, fed)
     groups = np.asarray(fed.group_of_client)
     params = int(sum(w.size for w in spec.initial_weights().trainable))
@@ -281,9 +290,18 @@ def run_clustered_images(
         clients = [fed.clients[i] for i in ids]
         cluster_of = state.cluster_of.copy()
         k = len(state.models)
-        if loss_round is not None and k > 1:
+        late = state.late.copy() if state.late is not None else None
+        placed = ids[late[ids]] if placing and late is not None and k > 1 else ids[:0]
+        if settings.method == "ifca" and k > 1:
             losses = per_client.run_loss_round(loss_round, state.models, clients, config.batch_size)
             cluster_of[ids] = np.argmin(losses, axis=1)
+        elif len(placed):  # a late client receives every cluster's model once
+            joining = [fed.clients[i] for i in placed]
+            losses = per_client.run_loss_round(
+                loss_round, padded(state.models), joining, config.batch_size
+            )
+            cluster_of[placed] = np.argmin(losses[:, :k], axis=1)
+            late[placed] = False
         got = per_client.run_update_round(
             update_round,
             padded(state.models),
@@ -320,6 +338,9 @@ def run_clustered_images(
         else:
             for cid, k_new in regrouped.cluster_of.items():
                 new_of[cid] = k_new
+        if placing and t == config.warmup_rounds + 1:  # Stage 1 formed the clusters
+            late = np.ones(config.num_clients, dtype=bool)
+            late[ids] = False
         correct = evaluator.clients(regrouped.models, new_of)
         acc = correct[:, 0] / np.maximum(correct[:, 1], 1)
         update_floats = params * len(ids)
@@ -343,8 +364,7 @@ def run_clustered_images(
             "downlink_mb": round(
                 4
                 * params
-                * len(ids)
-                * (len(state.models) if settings.method == "ifca" else 1)
+                * (len(ids) * (k if settings.method == "ifca" else 1) + len(placed) * (k - 1))
                 / MB,
                 6,
             ),
@@ -352,7 +372,7 @@ def run_clustered_images(
             "reporting": len(ids),
             **_adjustment_columns(regrouped),
         }
-        new = ClusterState(regrouped.models, new_of, tuple(regrouped.splits))
+        new = ClusterState(regrouped.models, new_of, tuple(regrouped.splits), late)
         postfix = {"acc": f"{row['acc']:.3f}", "K": str(row["clusters"])}
         return Step(new, [row], postfix)
 

@@ -4,12 +4,13 @@ run per method, resume equals uninterrupted, bad input before any file."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
-from fedprune.algorithms.ascfl.experiment import run_clustered_images
+from fedprune.algorithms.ascfl.experiment import _reporting, run_clustered_images
 from fedprune.configs.ascfl import (
     BEFORE_STOP_31,
     CFLConfig,
@@ -96,7 +97,39 @@ def test_warmup_rounds_train_one_model_then_cluster(image_dir, tmp_path, tff_con
     assert "warmup_rounds" not in literal  # run directories from before the option resume
 
 
-@pytest.mark.parametrize("options", [{}, ALGORITHM1], ids=["default", "algorithm1"])
+def _rows(path):
+    with open(path / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_client_absent_when_clusters_form_joins_by_lowest_loss(image_dir, tmp_path, tff_context):
+    # one of the 4 clients misses each round, so one misses round 1, where Stage 1 forms the
+    # clusters (no warm-up); when it next reports it receives all K models once (downlink)
+    config = ClusteredImageConfig(**{**TINY, "rounds": 4, "client_dropout": 0.25})
+    assert config.recorded()["late_clients"] == "lowest_loss"
+    assert "late_clients" not in ClusteredImageConfig(**TINY).recorded()  # no dropout
+    absent = set(range(4)) - set(_reporting(config, 1).tolist())
+    back = next(t for t in range(2, 5) if absent <= set(_reporting(config, t).tolist()))
+    for rule in ("lowest_loss", "follow"):
+        out = tmp_path / rule
+        run_clustered_images(
+            dataclasses.replace(config, late_clients=rule), out, image_dir, progress=False
+        )
+        rows = _rows(out)
+        per_model = float(rows[0]["downlink_mb"]) / int(rows[0]["reporting"])
+        k = int(rows[back - 2]["clusters"])  # the models the late client chooses from
+        assert k > 1
+        for t, row in enumerate(rows, 1):
+            extra = k - 1 if rule == "lowest_loss" and t == back else 0
+            expected = per_model * (int(row["reporting"]) + extra)
+            assert float(row["downlink_mb"]) == pytest.approx(expected, rel=1e-5), (rule, t)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, ALGORITHM1, {"rounds": 4, "client_dropout": 0.25}],
+    ids=["default", "algorithm1", "late-client"],
+)
 def test_resume_equals_uninterrupted(options, image_dir, tmp_path, monkeypatch, tff_context):
     config = ClusteredImageConfig(**{**TINY, "rounds": 3, **options})
     straight = run_clustered_images(config, tmp_path / "a", image_dir, progress=False)
