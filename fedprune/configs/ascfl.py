@@ -231,11 +231,12 @@ class ClusteredImageConfig(Config):
         """``--scale`` only fills in the model, rounds and local epochs, which are recorded;
         run directories from before ``--scale`` existed resume, and so do those from before
         ``--em-space``, ``--singletons``, ``--split-guard``, ``--merge-guard``,
-        ``--update-reference``, ``--stage1``, ``--epochs-rule``, ``--warmup-rounds`` and
-        ``--low-rank-layers`` where they hold the value they had before the option existed
-        (the pairs below; ``data_size`` equals ``uniform`` on every partition that has no
-        client smaller than a batch). Stop 31 changed six of those defaults, so a run with
-        today's defaults records them and an older default run is not resumed as one."""
+        ``--update-reference``, ``--stage1``, ``--epochs-rule``, ``--warmup-rounds``,
+        ``--low-rank-layers`` and ``--late-clients`` where they hold the value they had before
+        the option existed (the pairs below; ``data_size`` equals ``uniform`` on every
+        partition that has no client smaller than a batch). Stop 31 changed six of those
+        defaults, so a run with today's defaults records them and an older default run is not
+        resumed as one."""
         recorded = super().recorded()
         recorded.pop("scale")
         if self.method != "ascfl":  # unused: one fixed value, so every such run is the same
@@ -250,6 +251,7 @@ class ClusteredImageConfig(Config):
             ("epochs_rule", "data_size"),
             ("warmup_rounds", 0),
             ("low_rank_layers", "output"),
+            ("late_clients", "follow"),
         )
         for name, default in later:
             if recorded[name] == default:
@@ -259,7 +261,7 @@ class ClusteredImageConfig(Config):
         if not (
             self.method == "ascfl" and self.stage1 == "first_round" and self.client_dropout > 0
         ):
-            recorded.pop("late_clients")
+            recorded.pop("late_clients", None)
         return recorded
 
     def check(self) -> None:

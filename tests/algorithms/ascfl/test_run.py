@@ -108,6 +108,8 @@ def test_a_client_absent_when_clusters_form_joins_by_lowest_loss(image_dir, tmp_
     config = ClusteredImageConfig(**{**TINY, "rounds": 4, "client_dropout": 0.25})
     assert config.recorded()["late_clients"] == "lowest_loss"
     assert "late_clients" not in ClusteredImageConfig(**TINY).recorded()  # no dropout
+    # a dropout run from before the option (which followed) resumes as --late-clients follow
+    assert "late_clients" not in dataclasses.replace(config, late_clients="follow").recorded()
     absent = set(range(4)) - set(_reporting(config, 1).tolist())
     back = next(t for t in range(2, 5) if absent <= set(_reporting(config, t).tolist()))
     for rule in ("lowest_loss", "follow"):
