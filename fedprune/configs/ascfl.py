@@ -256,13 +256,16 @@ class ClusteredImageConfig(Config):
         for name, default in later:
             if recorded[name] == default:
                 recorded.pop(name)
-        # only a run in which clients can miss the round that forms the clusters has late
-        # clients; every other run is the same under both values (added in stop 35)
-        if not (
-            self.method == "ascfl" and self.stage1 == "first_round" and self.client_dropout > 0
-        ):
+        # every run without late clients is the same under both values (added in stop 35)
+        if not self.has_late_clients:
             recorded.pop("late_clients", None)
         return recorded
+
+    @property
+    def has_late_clients(self) -> bool:
+        """Whether clients can miss the one round that forms AS-CFL's clusters (Stage 1 once,
+        some dropout): only then does ``--late-clients`` change the run."""
+        return self.method == "ascfl" and self.stage1 == "first_round" and self.client_dropout > 0
 
     def check(self) -> None:
         if self.min_frac > self.max_frac:

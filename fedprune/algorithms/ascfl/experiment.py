@@ -248,7 +248,7 @@ def run_clustered_images(
         spec, 1 if per_client_epochs else config.local_epochs, slots
     )
     # clients absent when Stage 1 formed the clusters pick their cluster by loss (IFCA's rule)
-    placing = "late_clients" in recorded and config.late_clients == "lowest_loss"
+    placing = config.has_late_clients and config.late_clients == "lowest_loss"
     loss_round = (
         per_client.build_loss_round(spec, slots) if settings.method == "ifca" or placing else None
     )
