@@ -271,7 +271,7 @@ def _train(args: argparse.Namespace) -> None:
 
     quiet_environment(args.verbose)  # before TensorFlow is imported
     method = METHODS[args.method]
-    config = config_from_options(method.config, args)
+    config = config_from_options(method.config, args, f"`fedprune train {method.name}`")
     from fedprune.runs import check_out_dir, removed_unless_started
 
     quiet_python_logging()

@@ -226,6 +226,22 @@ CASES = {
         ASCFL + ["--split-guard", "always"],
         "--split-guard: invalid choice: 'always'",
     ),
+    "cfl given AS-CFL-only options": (
+        _nothing,
+        ["train", "cfl", "--rounds", "1", "--no-progress", "--theta", "0.8", "--clusters", "3"],
+        "--theta, --clusters: not used by `fedprune train cfl` with the options given; leave "
+        "them out",
+    ),
+    "ascfl late-clients rule without dropout": (
+        _nothing,
+        ASCFL + ["--late-clients", "follow"],
+        "--late-clients: not used by `fedprune train ascfl` with the options given; leave it",
+    ),
+    "fedcref dirtiness with kmeans-ae init": (
+        _nothing,
+        FEDCREF + ["--init", "kmeans-ae", "--dirtiness", "0.2"],
+        "--dirtiness: not used by `fedprune train fedcref`",
+    ),
     "fedhire eta 0": (_nothing, FEDHIRE + ["--eta", "0"], "--eta must be in (0, inf)"),
     "fedhire k0 ratio 0": (_nothing, FEDHIRE + ["--k0-ratio", "0"], "--k0-ratio must be in"),
     "fedhire k-star 1": (_nothing, FEDHIRE + ["--k-star", "1"], "--k-star must be an integer >= 2"),

@@ -218,6 +218,8 @@ class ClusteredImageConfig(Config):
             "cfl-fixed": ascfl | {"eps1", "eps2"},
             "ifca": ascfl | {"eps1", "eps2"},
         }[self.method]
+        if not self.has_late_clients:  # nobody misses the round that forms the clusters
+            unused = unused | {"late_clients"}
         return frozenset(unused)
 
     def __post_init__(self) -> None:

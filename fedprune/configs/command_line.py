@@ -7,7 +7,10 @@ rule's choices, a ``store_true`` switch for a boolean, and the field's ``parse``
 (``--phases 0,0,50``). Every option's argparse default is ``None``: options not given are
 left out, so the configuration class's own defaults apply (a method's subclass changes them
 in one place), and :func:`config_from_options` builds the configuration, whose
-``__post_init__`` checks everything (one ``ConfigError`` line naming the option).
+``__post_init__`` checks everything (one ``ConfigError`` line naming the option). An option
+given that the configuration does not use (:meth:`Config.unused_fields`, e.g. ``--eps1`` for
+``train ascfl``, ``--dirtiness`` with ``--init kmeans-ae``) is an error too, not dropped
+silently.
 
 Why not a library: the two well-kept candidates were tried (November 2026). tyro 1.0 requires
 typing-extensions >= 4.13, which conflicts with TFF 0.87's pin (typing-extensions 4.5.*), and
@@ -27,6 +30,7 @@ import types
 import typing
 
 from fedprune.configs.fields import Config, cli_fields, flag_of
+from fedprune.errors import ConfigError
 
 
 def _value_type(hint: object) -> object:
@@ -98,12 +102,20 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type[Confi
         parser.add_argument(option, **kwargs)
 
 
-def config_from_options(config_class: type[Config], args: argparse.Namespace) -> Config:
+def config_from_options(
+    config_class: type[Config], args: argparse.Namespace, command: str = "this command"
+) -> Config:
     """``config_class`` built from the options given in ``args`` (unset ones: its defaults);
-    a bad value raises the configuration's one-line ConfigError."""
-    given = {
-        f.name: getattr(args, f.name)
-        for f in cli_fields(config_class)
-        if getattr(args, f.name, None) is not None
-    }
-    return config_class(**given)
+    a bad value, or an option given that the configuration does not use, raises one
+    ConfigError line (``command`` names the command in that line, e.g. ``train cfl``)."""
+    fields = {f.name: f for f in cli_fields(config_class)}
+    given = {name: getattr(args, name) for name in fields if getattr(args, name, None) is not None}
+    config = config_class(**given)
+    unused = [name for name in given if name in config.unused_fields()]
+    if unused:
+        options = ", ".join("--" + flag_of(fields[name]).replace("_", "-") for name in unused)
+        raise ConfigError(
+            f"{options}: not used by {command} with the options given; leave "
+            f"{'them' if len(unused) > 1 else 'it'} out"
+        )
+    return config

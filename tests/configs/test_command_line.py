@@ -61,3 +61,12 @@ def test_malformed_text_is_argparses_error(argv, fragment, capsys):
     with pytest.raises(SystemExit):
         _parser(CAAFPConfig).parse_args(["--dataset", "uci_har", *argv])
     assert fragment in capsys.readouterr().err
+
+
+def test_an_option_the_configuration_does_not_use_is_an_error():
+    from fedprune.errors import ConfigError
+
+    assert _build(FedCRefRunConfig, ["--dirtiness", "0.2"]).dirtiness == 0.2  # --init dirty
+    assert _build(FedCRefRunConfig, ["--init", "kmeans-ae"]).init == "kmeans-ae"
+    with pytest.raises(ConfigError, match=r"^--dirtiness: not used by this command .* leave it"):
+        _build(FedCRefRunConfig, ["--init", "kmeans-ae", "--dirtiness", "0.2"])

@@ -207,6 +207,24 @@ def test_every_study_has_a_command_with_the_papers_seed_count():
     assert study("phases").default_seeds == 3
 
 
+def test_every_point_of_every_study_is_a_valid_train_command():
+    """Each point's arguments (full and quick grids, and a base run's) build the method's
+    configuration as ``fedprune train`` would: no bad value and no option the method does
+    not use (which the command line refuses)."""
+    from fedprune.configs.command_line import config_from_options
+    from fedprune.methods import METHODS
+
+    parser = build_parser()
+    for name in STUDIES:
+        st = study(name)
+        for quick in (False, True):
+            for point in st.points(quick):
+                runs = [point.args] + ([point.again.args] if point.again else [])
+                for args in runs:
+                    parsed = parser.parse_args(["train", point.method, *args, "--out", "o"])
+                    config_from_options(METHODS[point.method].config, parsed, point.method)
+
+
 def test_help_states_each_studys_own_seed_counts(capsys):
     """--help reads STUDIES (no study import): its numbers must be the studies' own."""
     parser = build_parser()
