@@ -7,6 +7,7 @@ import pytest
 from fedprune.configs.command_line import add_config_options, config_from_options
 from fedprune.configs.fedcref import FedCRefRunConfig
 from fedprune.configs.pipeline import CAAFPConfig, GlobalFTConfig
+from fedprune.errors import ConfigError
 
 
 def _parser(config_class) -> argparse.ArgumentParser:
@@ -64,8 +65,6 @@ def test_malformed_text_is_argparses_error(argv, fragment, capsys):
 
 
 def test_an_option_the_configuration_does_not_use_is_an_error():
-    from fedprune.errors import ConfigError
-
     assert _build(FedCRefRunConfig, ["--dirtiness", "0.2"]).dirtiness == 0.2  # --init dirty
     assert _build(FedCRefRunConfig, ["--init", "kmeans-ae"]).init == "kmeans-ae"
     with pytest.raises(ConfigError, match=r"^--dirtiness: not used by this command .* leave it"):
