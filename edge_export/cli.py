@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edge_export.formats import (
     AUTOENCODER_FORMATS,
@@ -27,6 +28,10 @@ from edge_export.formats import (
 )
 from fedprune.errors import DataError, FedpruneError
 from fedprune.quiet import quiet_environment
+from fedprune.runs.lock import FolderLock
+
+if TYPE_CHECKING:
+    from fedprune.runs.finished import FinishedRun
 
 PROG = "edge-export"
 
@@ -149,8 +154,8 @@ def _error(message: str) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     """Check every input, then import TensorFlow, export, verify and print the report."""
-    from edge_export.formats import MICRO_FORMATS, parse_formats
-    from edge_export.run_models import load_run, parse_clients, read_deployed, select_clients
+    from edge_export.formats import parse_formats
+    from edge_export.run_models import read_deployed
     from fedprune.runs.finished import open_finished
 
     finished = open_finished(args.run_dir)
@@ -159,6 +164,25 @@ def _export(args: argparse.Namespace) -> int:
     deployed = None if community else read_deployed(finished, args.ft_epochs)
     formats = parse_formats(args.formats, autoencoders=community)
     out = check_out(args.out)
+    with FolderLock(out, "--out"):  # one process writes a folder at a time
+        return _export_into(args, finished, out, models, deployed, formats)
+
+
+def _export_into(
+    args: argparse.Namespace,
+    finished: FinishedRun,
+    out: Path,
+    models: object,
+    deployed: object,
+    formats: list[str],
+) -> int:
+    """Export ``finished``'s models (``models``: a community run's autoencoders, else
+    ``None``; ``deployed``: the personal models' manifest) into ``out``, which this process
+    holds."""
+    from edge_export.formats import MICRO_FORMATS
+    from edge_export.run_models import load_run, parse_clients, select_clients
+
+    community = models is not None
     progress = not args.no_progress
     if community:
         _heavy_imports()

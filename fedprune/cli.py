@@ -225,6 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _reproduce(args: argparse.Namespace) -> None:
+    """One process per study and ``--out`` (each run it trains takes its own lock too)."""
+    from fedprune.runs.lock import FolderLock
+
+    with FolderLock(args.out, "--out", name=f".fedprune-reproduce-{args.target}.lock"):
+        _reproduce_study(args)
+
+
+def _reproduce_study(args: argparse.Namespace) -> None:
     if args.target in STUDIES:
         from fedprune.reproduce.studies import study
         from fedprune.reproduce.study import reproduce as reproduce_study
@@ -272,11 +280,11 @@ def _train(args: argparse.Namespace) -> None:
     quiet_environment(args.verbose)  # before TensorFlow is imported
     method = METHODS[args.method]
     config = config_from_options(method.config, args, f"`fedprune train {method.name}`")
-    from fedprune.runs import check_out_dir, removed_unless_started
+    from fedprune.runs import check_out_dir, owned_run_dir
 
     quiet_python_logging()
     check_out_dir(args.out)
-    with removed_unless_started(args.out):
+    with owned_run_dir(args.out):
         _install_and_run(args, config, method.run_function())
 
 
@@ -286,13 +294,13 @@ def _finetune(args: argparse.Namespace) -> None:
     from fedprune.quiet import quiet_environment, quiet_python_logging
 
     quiet_environment(args.verbose)  # before TensorFlow is imported
-    from fedprune.runs import check_out_dir, removed_unless_started
+    from fedprune.runs import check_out_dir, owned_run_dir
 
     quiet_python_logging()
     check_out_dir(args.out)
     from fedprune.algorithms.refinetune import refinetune
 
-    with removed_unless_started(args.out):  # every check passes before anything is made
+    with owned_run_dir(args.out):  # every check passes before anything is made
         summary = refinetune(
             args.run, args.ft_epochs, args.out, args.data_dir, progress=not args.no_progress
         )

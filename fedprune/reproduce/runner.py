@@ -30,6 +30,7 @@ from fedprune.errors import ConfigError, DataError
 from fedprune.reproduce.shared_process import SharedProcess
 from fedprune.runs import names
 from fedprune.runs.finished import is_finished
+from fedprune.runs.lock import FolderInUse, holder
 from fedprune.runs.run_dir import read_metrics
 
 
@@ -96,6 +97,12 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1, shared: bool = False) -> fl
             return
         if children.stopping.is_set():
             return
+        owner = holder(job.target)  # checked before the log below is written into it
+        if owner is not None:
+            raise FolderInUse(
+                f"{label}: {job.target} is in use by fedprune process {owner}; wait for it to "
+                "end, or give the study another --out"
+            )
         _say(f"{label}: training")
         argv = fedprune_arguments(job.command) if shared else None
         quiet = () if parallel == 1 else ("--no-progress",)

@@ -3,6 +3,7 @@
 * :mod:`~fedprune.runs.names`: the file names (and what each holds);
 * :mod:`~fedprune.runs.run_dir`: :class:`RunDir`, the writer (config, checkpoint, metrics,
   summary), ``--out`` checks and clean-up of runs that never started;
+* :mod:`~fedprune.runs.lock`: :class:`FolderLock`, one process per run directory;
 * :mod:`~fedprune.runs.artefacts`: writer/reader pairs of the other files (clusters, masks,
   cluster/personal/community models, assignments);
 * :mod:`~fedprune.runs.deploy`: the ``deploy`` manifest of ``summary.json``;
@@ -11,11 +12,13 @@
 """
 
 from fedprune.runs.finished import FinishedRun, open_finished
+from fedprune.runs.lock import FolderInUse, FolderLock
 from fedprune.runs.names import CHECKPOINT, CONFIG, METRICS, SUMMARY, WORKER_LOGS
 from fedprune.runs.run_dir import (
     RunDir,
     as_recorded,
     check_out_dir,
+    owned_run_dir,
     recorded_config,
     removed_unless_started,
 )
@@ -27,10 +30,13 @@ __all__ = [
     "SUMMARY",
     "WORKER_LOGS",
     "FinishedRun",
+    "FolderInUse",
+    "FolderLock",
     "RunDir",
     "as_recorded",
     "check_out_dir",
     "open_finished",
+    "owned_run_dir",
     "recorded_config",
     "removed_unless_started",
 ]

@@ -14,6 +14,7 @@ file                          holds                                             
 ``community_models.npz``      FedCRef's community autoencoders                       FedCRef
 ``assignments.npz``           FedCRef's final local clusters per client             FedCRef
 ``tff-logs/``                 the TFF workers' logs                                  every run
+``.fedprune.lock``            present while a process owns the folder (its pid)      every run
 ============================  =====================================================  ==========
 """
 

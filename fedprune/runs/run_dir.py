@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import os
 import shutil
@@ -22,17 +23,27 @@ import numpy as np
 
 from fedprune.errors import ConfigError, DataError
 from fedprune.runs.files import read_json_object, write_json
+from fedprune.runs.lock import FolderLock
 from fedprune.runs.names import CHECKPOINT, CONFIG, METRICS, STARTED, SUMMARY, WORKER_LOGS
 
 
 def check_out_dir(path: str | os.PathLike) -> Path:
     """``--out`` can hold a run: it is a directory or can be made one. One clear line if not
-    (an existing file, a file on the way, no permission), before anything is loaded or made."""
+    (an empty name, which would mean the current folder; an existing file; a file on the way;
+    a symbolic link whose target does not exist, there or on the way; no permission), before
+    anything is loaded or made."""
+    if not os.fspath(path).strip():
+        raise ConfigError("--out is empty; give the run's own folder, e.g. --out runs/NAME")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"--out {path} is a file, not a directory; choose another --out")
     existing = path
     while not existing.exists():
+        if existing.is_symlink():  # dangling (or a loop): mkdir would fail with EEXIST
+            raise ConfigError(
+                f"--out {path}: {existing} is a symbolic link to {os.readlink(existing)!r}, "
+                "which does not exist; make that folder or choose another --out"
+            )
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigError(f"--out {path}: {existing} is a file; choose another --out")
@@ -42,16 +53,26 @@ def check_out_dir(path: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
+def owned_run_dir(path: str | os.PathLike, option: str = "--out") -> Iterator[Path]:
+    """``path`` as this process's run directory for the block: its lock taken (a second
+    process is refused before it touches anything, :mod:`fedprune.runs.lock`), and what the
+    block made undone if it fails before its first round (:func:`removed_unless_started`)."""
+    with FolderLock(path, option), removed_unless_started(path):
+        yield Path(path)
+
+
+@contextlib.contextmanager
 def removed_unless_started(path: str | os.PathLike) -> Iterator[None]:
     """Undo what a command made in ``path`` if it fails before its first round.
 
     A run that stops before it has a checkpoint, metrics or summary (bad parameters found
     late, missing data, an unreachable worker, Ctrl-C) must not leave a ``config.json`` that
     makes the corrected command fail ("holds a run with a different configuration"). Only
-    what did not exist before the command is removed: ``config.json``, the worker logs and the
-    directory itself when it is left empty."""
+    what did not exist before the command is removed: ``config.json`` and the worker logs
+    (the folder itself, where the command made it, goes with the lock of
+    :func:`owned_run_dir`). Safe only while this process holds the folder's lock: another
+    process's files would look like ours."""
     path = Path(path)
-    existed = path.exists()
     had_config = (path / CONFIG).exists()
     had_logs = (path / WORKER_LOGS).exists()
     try:
@@ -62,8 +83,6 @@ def removed_unless_started(path: str | os.PathLike) -> Iterator[None]:
                 (path / CONFIG).unlink(missing_ok=True)
             if not had_logs:
                 shutil.rmtree(path / WORKER_LOGS, ignore_errors=True)
-            if not existed and path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
         raise
 
 
@@ -149,8 +168,17 @@ class RunDir:
         np.savez(tmp, **flat)
         os.replace(tmp, self.path / CHECKPOINT)
 
-    def load_checkpoint(self) -> tuple[int, dict[str, list[np.ndarray]], dict[str, float]] | None:
-        """(finished rounds, arrays, scalars) of the last checkpoint, or ``None``."""
+    def load_checkpoint(
+        self, total: int | None = None, total_option: str = "--rounds"
+    ) -> tuple[int, dict[str, list[np.ndarray]], dict[str, float]] | None:
+        """(finished rounds, arrays, scalars) of the last checkpoint, or ``None``.
+
+        What every run can check is checked here, before anything of the checkpoint is used:
+        the file is a whole ``.npz`` of this layout, every floating-point array and scalar is
+        finite, and the round is an integer in ``[0, total]`` (``total``: the rounds of this
+        run, set by ``total_option``). Else one :class:`DataError` naming the file and what to
+        do. The shapes are checked by :meth:`check_checkpoint_shapes`, where the caller knows
+        its model."""
         path = self.path / CHECKPOINT
         if not path.exists():
             return None
@@ -163,12 +191,60 @@ class RunDir:
                         arrays[name] = [z[f"{name}__{i}"] for i in range(int(z[key]))]
                     elif key.startswith("scalar__"):
                         scalars[key[len("scalar__") :]] = float(z[key])
-                return int(z["round"]), arrays, scalars
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+                done = z["round"]
+        except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile) as err:
+            raise self.unusable_checkpoint(f"is damaged ({type(err).__name__}: {err})") from None
+        if done.ndim != 0 or done.dtype.kind not in "iu":
+            raise self.unusable_checkpoint(
+                f"is damaged (its round is {done.tolist()!r}, not a whole number)"
+            )
+        done = int(done)
+        if done < 0:
+            raise self.unusable_checkpoint(f"is damaged (its round is {done}, below 0)")
+        if total is not None and done > total:
             raise DataError(
-                f"{path} is damaged ({type(err).__name__}: {err}); move it away and run the "
-                "same command again to restart the run from round 0"
-            ) from None
+                f"{path} is at round {done}, beyond the {total} rounds of this run "
+                f"({total_option}); give the {total_option} it was made with, or move it away "
+                "and run the same command again to restart the run from round 0"
+            )
+        bad = _not_finite(arrays, scalars)
+        if bad is not None:
+            raise self.unusable_checkpoint(
+                f"holds non-finite numbers ({bad}), which would be trained on and reported"
+            )
+        return done, arrays, scalars
+
+    def check_checkpoint_shapes(
+        self,
+        arrays: Mapping[str, Sequence[np.ndarray]],
+        expected: Mapping[str, Sequence[tuple[int, ...]]],
+    ) -> None:
+        """The arrays :meth:`load_checkpoint` returned have the shapes this run's model and
+        data give: ``expected`` maps a name to the shape of each array of that list. A name the
+        checkpoint lacks is the restoring code's to refuse (some are optional)."""
+        for name, shapes in expected.items():
+            if name not in arrays:
+                continue
+            found = [tuple(np.shape(a)) for a in arrays[name]]
+            shapes = [tuple(s) for s in shapes]
+            if len(found) != len(shapes):
+                detail = f"{len(found)} arrays {name!r} where this run has {len(shapes)}"
+            else:
+                wrong = [i for i, (f, s) in enumerate(zip(found, shapes)) if f != s]
+                if not wrong:
+                    continue
+                i = wrong[0]
+                detail = f"{name!r} array {i} has shape {found[i]}, this run's is {shapes[i]}"
+            raise self.unusable_checkpoint(
+                f"does not fit this run ({detail}): it was made for another model or data"
+            )
+
+    def unusable_checkpoint(self, what: str) -> DataError:
+        """The one-line error for a checkpoint that cannot be resumed (``what`` it is)."""
+        return DataError(
+            f"{self.path / CHECKPOINT} {what}; move it away and run the same command again to "
+            "restart the run from round 0"
+        )
 
     def remove_checkpoint(self) -> None:
         (self.path / CHECKPOINT).unlink(missing_ok=True)
@@ -223,26 +299,69 @@ class RunDir:
             writer.writerow(row)
 
 
+METRICS_FIX = (
+    "delete the line (or the file, losing the per-round history) and run the same command again"
+)
+
+
+def _metrics_lines(path: Path) -> list[list[str]]:
+    """The fields of every line of an existing ``metrics.csv``; bytes that are not UTF-8 or
+    a line that is not CSV are one :class:`DataError` naming the line."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DataError(
+            f"{path}, line {line}: byte {data[err.start]:#04x} is not UTF-8 text; {METRICS_FIX}"
+        ) from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return list(reader)
+    except csv.Error as err:
+        raise DataError(f"{path}, line {reader.line_num}: not CSV ({err}); {METRICS_FIX}") from None
+
+
 def _header(path: Path) -> list[str] | None:
     """The column names of an existing ``metrics.csv`` (``None`` when there is none yet or it
     is empty)."""
     if not path.exists():
         return None
-    with open(path, newline="") as f:
-        return next(csv.reader(f), None)
+    lines = _metrics_lines(path)
+    return lines[0] if lines else None
+
+
+def _not_finite(
+    arrays: Mapping[str, Sequence[np.ndarray]], scalars: Mapping[str, float]
+) -> str | None:
+    """Where a checkpoint holds nan or inf (e.g. ``'trainable' array 0: 3 values``), or
+    ``None`` (arrays of other kinds, integers or text, are finite by nature)."""
+    for name, seq in arrays.items():
+        for i, array in enumerate(seq):
+            if np.asarray(array).dtype.kind in "fc":
+                count = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
+                if count:
+                    return f"{name!r} array {i}: {count} value{'s' if count > 1 else ''}"
+    for name, value in scalars.items():
+        if not np.isfinite(value):
+            return f"scalar {name!r} is {value}"
+    return None
 
 
 def read_metrics(path: Path) -> list[dict]:
     """The rows of a ``metrics.csv`` as dicts of strings (``[]`` when there is none yet); a
-    row with the wrong number of fields is a :class:`DataError` naming its line."""
+    row with the wrong number of fields, or bytes that are not UTF-8 text, are a
+    :class:`DataError` naming the line."""
     if not path.exists():
         return []
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    for line, row in enumerate(rows, 2):
-        if None in row or None in row.values():
-            raise DataError(
-                f"{path}, line {line}: wrong number of fields; delete the line (or "
-                "the file, losing the per-round history) and run the same command again"
-            )
+    lines = _metrics_lines(path)
+    if not lines:
+        return []
+    header, rows = lines[0], []
+    for line, fields in enumerate(lines[1:], 2):
+        if not fields:  # a blank line, as csv.DictReader skips it
+            continue
+        if len(fields) != len(header):
+            raise DataError(f"{path}, line {line}: wrong number of fields; {METRICS_FIX}")
+        rows.append(dict(zip(header, fields)))
     return rows
