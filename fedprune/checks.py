@@ -9,7 +9,10 @@ command line refuse the same things with the same line, and ``--help`` shows the
 Each check raises :class:`~fedprune.errors.ConfigError` with one line that names the option
 as the user typed it (``--lr``) and the allowed range, before any data is loaded or any
 directory is made. Non-finite numbers (``nan``, ``inf``) are never in range: ``nan`` compares
-false with everything, so every check tests finiteness first.
+false with everything, so every check tests finiteness first. A count (rounds, epochs,
+clients, batch size, clusters, ...) is an integer of at most :data:`MAX_COUNT`
+(2,147,483,647, the largest 32-bit integer, as for ``--seed``), so that no count overflows
+where numpy or TensorFlow store it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from fedprune.errors import ConfigError
+
+MAX_COUNT = 2**31 - 1
+"""The largest count any option takes (see the module text)."""
 
 
 def option(name: str) -> str:
@@ -71,9 +77,15 @@ def check_nonnegative(name: str, value: float) -> float:
 
 
 def check_count(name: str, value: int, minimum: int = 1) -> int:
-    """An integer >= ``minimum`` (rounds, epochs, clients, batch size, ...)."""
+    """An integer >= ``minimum`` (rounds, epochs, clients, batch size, ...), and at most
+    :data:`MAX_COUNT`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{option(name)} must be an integer >= {minimum}, got {value!r}")
+    if value > MAX_COUNT:
+        raise ConfigError(
+            f"{option(name)} must be at most {MAX_COUNT} (the largest count fedprune takes), "
+            f"got {value}"
+        )
     return value
 
 

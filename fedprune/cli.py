@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
 
 import fedprune
+from fedprune.checks import MAX_COUNT
 from fedprune.configs.command_line import add_config_options, argparse_type, config_from_options
 from fedprune.configs.fields import int_tuple
 from fedprune.configs.har import HAR_DATASETS
@@ -34,10 +36,47 @@ DATA_DIR_HELP = (
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if not 1 <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, {MAX_COUNT}], got {value}")
     return value
+
+
+def _port(text: str) -> int:
+    """A TCP port for ``--port``: an integer in [0, 65535] (0: any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 65535], got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive finite number of seconds, got {text!r}"
+        )
+    return value
+
+
+def _host_port(text: str) -> str:
+    """``HOST:PORT`` (``[IPv6]:PORT``) with a port in [1, 65535]; returned unchanged."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host.strip("[]") or not (port.isascii() and port.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, e.g. node2:8443, got {text!r}")
+    if not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"the port must be in [1, 65535], got {text!r}")
+    return text
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -52,9 +91,17 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="local TFF worker processes; >1 splits each round's clients across them (1)",
     )
     parser.add_argument(
+        "--unsafe-open-workers",
+        action="store_true",
+        help="where the local workers' network sandbox is unavailable (no `unshare`, or user "
+        "namespaces off), run them anyway, listening on loopback without authentication (any "
+        "local user can reach them); needs a C compiler",
+    )
+    parser.add_argument(
         "--remote-worker",
         action="append",
         default=[],
+        type=_host_port,
         metavar="HOST:PORT",
         help="a `fedprune worker` on another host (repeatable); needs --tls-ca/--tls-cert/"
         "--tls-key, or --insecure-remote",
@@ -69,7 +116,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--remote-timeout",
-        type=float,
+        type=_seconds,
         default=10.0,
         metavar="S",
         help="seconds a remote worker may take to answer (10)",
@@ -113,6 +160,12 @@ def add_reproduce_options(
     parser.add_argument(
         "--jobs", type=_positive_int, default=1, help="runs trained in parallel processes (1)"
     )
+    parser.add_argument(
+        "--unsafe-open-workers",
+        action="store_true",
+        help="as for train: every run's TFF workers may run outside the network sandbox, on "
+        "loopback without authentication, where the sandbox is unavailable",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
         "BIND:PORT; fedprune uses it with --remote-worker HOST:PORT --tls-ca/--tls-cert/"
         "--tls-key (README 'Remote workers').",
     )
-    worker.add_argument("--port", type=int, required=True, help="TLS port (0: any free port)")
+    worker.add_argument(
+        "--port", type=_port, required=True, help="TLS port, 0-65535 (0: any free port)"
+    )
     worker.add_argument("--tls-cert", required=True, metavar="PEM", help="server certificate")
     worker.add_argument("--tls-key", required=True, metavar="PEM", help="its private key")
     worker.add_argument(
@@ -228,6 +283,11 @@ def _reproduce(args: argparse.Namespace) -> None:
     """One process per study and ``--out`` (each run it trains takes its own lock too)."""
     from fedprune.runs.lock import FolderLock
 
+    from fedprune.engine.worker_process import require_sandbox
+
+    require_sandbox(args.unsafe_open_workers)  # refused here, not at the first run
+    if args.unsafe_open_workers:
+        os.environ[UNSAFE_OPEN_WORKERS_ENV] = "1"  # the runs are child processes
     with FolderLock(args.out, "--out", name=f".fedprune-reproduce-{args.target}.lock"):
         _reproduce_study(args)
 
@@ -280,6 +340,10 @@ def _train(args: argparse.Namespace) -> None:
     quiet_environment(args.verbose)  # before TensorFlow is imported
     method = METHODS[args.method]
     config = config_from_options(method.config, args, f"`fedprune train {method.name}`")
+    if not args.remote_worker:  # local workers: sandboxed, or refused before anything is made
+        from fedprune.engine.worker_process import require_sandbox
+
+        require_sandbox(_unsafe_open_workers(args))
     from fedprune.runs import check_out_dir, owned_run_dir
 
     quiet_python_logging()
@@ -307,6 +371,15 @@ def _finetune(args: argparse.Namespace) -> None:
     print(json.dumps(_brief(summary), indent=2))
 
 
+UNSAFE_OPEN_WORKERS_ENV = "FEDPRUNE_UNSAFE_OPEN_WORKERS"
+
+
+def _unsafe_open_workers(args: argparse.Namespace) -> bool:
+    """``--unsafe-open-workers``, or ``FEDPRUNE_UNSAFE_OPEN_WORKERS=1`` (how ``fedprune
+    reproduce --unsafe-open-workers`` hands the choice to the runs it trains)."""
+    return args.unsafe_open_workers or os.environ.get(UNSAFE_OPEN_WORKERS_ENV) == "1"
+
+
 def _install_and_run(args: argparse.Namespace, config: object, runner: object) -> None:
     """Start the TFF workers, train, stop the workers; print the summary."""
     from fedprune.engine import execution
@@ -318,6 +391,7 @@ def _install_and_run(args: argparse.Namespace, config: object, runner: object) -
         remote_tls=execution.RemoteTLS.from_options(args.tls_ca, args.tls_cert, args.tls_key),
         insecure_remote=args.insecure_remote,
         remote_timeout=args.remote_timeout,
+        unsafe_open_workers=_unsafe_open_workers(args),
     )
     try:
         summary = runner(config, args.out, args.data_dir, progress=not args.no_progress)

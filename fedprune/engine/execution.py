@@ -8,8 +8,11 @@ whoever reaches its port runs TensorFlow graphs as the user. Here every local wo
 
 * is started eagerly, from the main thread, by :func:`install`;
 * runs in a private user + network namespace and is reached through a Unix socket only this
-  user can open (:mod:`fedprune.engine.worker_process`); where the kernel forbids that, it is
-  the plain worker and one ``fedprune: note:`` line on stderr says so;
+  user can open (:mod:`fedprune.engine.worker_process`). Where that sandbox cannot be made,
+  :func:`install` refuses with :class:`WorkerError` before anything starts, naming the cause
+  and the ways out; with ``unsafe_open_workers`` it runs the plain worker instead, listening on
+  loopback only (an ``LD_PRELOAD`` ``bind()`` interposer, which needs a C compiler), without
+  authentication: any local user can reach it. One ``fedprune: note:`` line says so;
 * writes its output to a log file (never to the caller's stdout/stderr);
 * dies with Python (``PR_SET_PDEATHSIG``), and is stopped at interpreter exit and by
   :func:`shutdown`.
@@ -42,7 +45,13 @@ import grpc
 import tensorflow_federated as tff
 
 from fedprune.engine import worker_channel
-from fedprune.engine.worker_process import WorkerError, WorkerProcess, worker_binary_path
+from fedprune.engine.worker_process import (
+    WorkerError,
+    WorkerProcess,
+    note_unsafe,
+    require_sandbox,
+    worker_binary_path,
+)
 from fedprune.errors import ConfigError
 
 __all__ = [
@@ -130,8 +139,10 @@ class RemoteTLS:
 def _split_target(target: str) -> tuple[str, int]:
     host, sep, port = target.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isdigit():
+    if not sep or not host or not port.isascii() or not port.isdigit():
         raise ConfigError(f"--remote-worker {target!r}: expected HOST:PORT, e.g. node2:8443")
+    if not 1 <= int(port) <= 65535:
+        raise ConfigError(f"--remote-worker {target!r}: the port must be in 1-65535")
     return host, int(port)
 
 
@@ -248,24 +259,29 @@ def install(
     remote_tls: RemoteTLS | None = None,
     insecure_remote: bool = False,
     remote_timeout: float = 10.0,
+    unsafe_open_workers: bool = False,
 ) -> list[str]:
     """Start workers and make them TFF's default execution context; returns their targets.
 
     Calling it again replaces the previous workers. Logs go to ``log_dir`` (default: a
     temporary directory) as ``worker-<i>.log``. Local workers get ``ready_timeout`` seconds to
     start; each remote worker must answer within ``remote_timeout`` seconds, over mutual TLS
-    with ``remote_tls`` (plain text only with ``insecure_remote``).
+    with ``remote_tls`` (plain text only with ``insecure_remote``). Where local workers cannot
+    be sandboxed, :class:`WorkerError` before anything starts, unless ``unsafe_open_workers``
+    (then they listen on loopback without authentication; one note line says so).
     """
     if num_local_workers < 0 or (num_local_workers == 0 and not remote_workers):
         raise ValueError("need at least one local or remote TFF worker")
     remote_workers = tuple(remote_workers)
     _check_remote(remote_workers, remote_tls, insecure_remote)
+    if num_local_workers and not require_sandbox(unsafe_open_workers):
+        note_unsafe()
     with _lock:
         _stop_all()
         try:
             return _install(
                 num_local_workers, remote_workers, log_dir, ready_timeout, remote_tls,
-                remote_timeout,
+                remote_timeout, unsafe_open_workers,
             )  # fmt: skip
         except BaseException:
             _stop_all()
@@ -279,11 +295,18 @@ def _install(
     ready_timeout: float,
     remote_tls: RemoteTLS | None,
     remote_timeout: float,
+    unsafe_open_workers: bool,
 ) -> list[str]:
     log_root = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="fedprune-tff-"))
     log_root.mkdir(parents=True, exist_ok=True)
     for i in range(num_local_workers):
-        _workers.append(WorkerProcess(log_root / f"worker-{i}.log", start_timeout=ready_timeout))
+        _workers.append(
+            WorkerProcess(
+                log_root / f"worker-{i}.log",
+                unsafe_open=unsafe_open_workers,
+                start_timeout=ready_timeout,
+            )
+        )
     factories = [_executor_factory(w.target, ready_timeout) for w in _workers]
     credentials = remote_tls.credentials() if remote_tls is not None else None
     for target in remote_workers:
@@ -378,7 +401,7 @@ def check_workers() -> None:
 
 def running_pids() -> list[int]:
     """Process ids of this process's live worker processes: each ``worker_binary`` and, when
-    sandboxed, the forwarder in front of it."""
+    sandboxed, the forwarder in front of it (listed first)."""
     return [pid for w in _workers for pid in w.pids()]
 
 

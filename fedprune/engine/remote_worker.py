@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fedprune.engine.worker_process import WorkerProcess
+from fedprune.engine.worker_process import WorkerProcess, require_sandbox
 from fedprune.errors import ConfigError
 
 HANDSHAKE_TIMEOUT = 10.0
@@ -247,13 +247,17 @@ def serve(
 ) -> None:
     """Run a sandboxed worker behind mutual TLS on ``bind:port`` until SIGTERM/SIGINT.
 
-    ``bind`` None listens on all interfaces; ``port`` 0 picks a free one (printed).
+    ``bind`` None listens on all interfaces; ``port`` 0 picks a free one (printed). The TFF
+    worker's log is ``log_path`` (appended to, never through a symbolic link), by default a
+    new file in a new private (0700) folder under the temporary directory.
     """
     ctx = server_context(cert, key, client_ca)
+    require_sandbox(offer_unsafe=False)  # never the worker's own port open beside ours
+    new_log = log_path is None
     if log_path is None:
-        log_path = str(Path(tempfile.gettempdir()) / f"fedprune-worker-{port}.log")
+        log_path = str(Path(tempfile.mkdtemp(prefix="fedprune-worker-log-")) / "worker.log")
     print(f"fedprune worker: TFF worker log in {log_path}", flush=True)
-    worker = WorkerProcess(Path(log_path), sandbox=True)
+    worker = WorkerProcess(Path(log_path), new_log=new_log)
     try:
         asyncio.run(_serve(ctx, worker.target.removeprefix("unix:"), bind, port, handshake_timeout))
     finally:

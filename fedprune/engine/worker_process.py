@@ -7,34 +7,69 @@ user. :class:`WorkerProcess` therefore starts it inside a new user + network nam
 forwards a Unix socket (mode 0600, in a private 0700 directory) to the worker's port on the
 namespace's own loopback; the gRPC target is ``unix:<dir>/worker.sock``.
 
-Where unprivileged user namespaces are unavailable (checked once per process with
-``unshare -U -r -n true``), the plain worker is started and one ``fedprune: note:`` line on
-stderr says that its port is reachable from the network, and why.
+Where the sandbox cannot be made (``unshare`` from util-linux missing, or unprivileged user
+namespaces off; checked once per process with ``unshare -U -r -n true``), no worker starts:
+:func:`require_sandbox` raises :class:`WorkerError`, naming the cause and the two ways out
+(install util-linux and allow user namespaces, or ``--unsafe-open-workers``). With
+``unsafe_open`` (``--unsafe-open-workers``) the plain worker starts instead, kept on loopback:
+``worker_binary`` has no address flag, so it runs with ``LD_PRELOAD`` naming a small ``bind()``
+interposer (``loopback_bind.c``, compiled once with the system C compiler into a private 0700
+cache folder, :func:`loopback_bind_library`) that turns its wildcard bind into ``::1`` or
+``127.0.0.1``. Before the worker is used, every socket it listens on is read back from
+``/proc`` and must be a loopback one (else it is stopped and :class:`WorkerError` raised); the
+gRPC target is ``ipv6:[::1]:PORT`` (or ``ipv4:127.0.0.1:PORT``). That port has no
+authentication: any local user can reach it and run TensorFlow graphs as this user.
 
-Either way the process writes to a log file (never the caller's stdout/stderr), gets
-``PR_SET_PDEATHSIG`` so the kernel stops it if Python dies, and is stopped by :meth:`stop`.
-Standard library only: ``fedprune worker`` uses it without importing TensorFlow.
+Either way the process writes to a log file (never the caller's stdout/stderr; opened with
+``O_NOFOLLOW``, created 0600), gets ``PR_SET_PDEATHSIG`` so the kernel stops it if Python
+dies, and is stopped by :meth:`stop`. Standard library only: ``fedprune worker`` uses it
+without importing TensorFlow.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import hashlib
 import importlib.util
+import ipaddress
 import os
+import platform
 import select
+import shlex
 import shutil
 import signal
 import socket
+import stat
+import struct
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
-from fedprune.engine.worker_sandbox import die_with_parent
 from fedprune.errors import FedpruneError
 
-_noted = False
+UNSAFE_OPTION = "--unsafe-open-workers"
+SANDBOX_FIX = (
+    "install util-linux (it provides `unshare`) and allow unprivileged user namespaces "
+    "(sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=1000, or on "
+    "Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0)"
+)
+LOOPBACK_SOURCE = Path(__file__).with_name("loopback_bind.c")
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_ENV_CACHE_DIR = "FEDPRUNE_CACHE_DIR"
+# Runs as the plain worker's process before it becomes worker_binary: PR_SET_PDEATHSIG
+# (SIGKILL) survives execv, so the worker dies with this Python process. Not a preexec_fn:
+# Popen would fork(), and gRPC's fork handlers abort the child (DEVELOPERS.md).
+_EXEC_WITH_PARENT = (
+    "import ctypes, os, sys\n"
+    "if ctypes.CDLL(None).prctl(1, 9) != 0 or os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(1)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 class WorkerError(FedpruneError):
@@ -74,16 +109,227 @@ def sandbox_unavailable_reason() -> str | None:
     return None
 
 
-def _note_unsandboxed(reason: str) -> None:
-    global _noted
-    if not _noted:
-        _noted = True
-        print(
-            "fedprune: note: local TFF workers listen on a port reachable from the network on "
-            f"this machine, because {reason}; see README 'Remote workers'",
-            file=sys.stderr,
-            flush=True,
+def require_sandbox(allow_unsafe: bool = False, offer_unsafe: bool = True) -> bool:
+    """Whether local workers will run in their network sandbox; starts nothing.
+
+    True where the sandbox can be made. Where it cannot: False if ``allow_unsafe`` (the
+    loopback-only plain worker can then start: its interposer is compiled here, so a missing
+    C compiler fails now), else :class:`WorkerError` naming the cause and the ways out
+    (``offer_unsafe=False`` leaves ``--unsafe-open-workers`` out, for ``fedprune worker``)."""
+    reason = sandbox_unavailable_reason()
+    if reason is None:
+        return True
+    if allow_unsafe:
+        loopback_bind_library()
+        return False
+    if not offer_unsafe:
+        raise WorkerError(f"cannot sandbox the TFF worker: {reason}; {SANDBOX_FIX}")
+    raise WorkerError(
+        f"cannot start the local TFF workers in their network sandbox: {reason}; "
+        f"{SANDBOX_FIX}, or pass {UNSAFE_OPTION} to run them unsandboxed on loopback without "
+        "authentication (docs/engine.md 'Remote workers')"
+    )
+
+
+def note_unsafe() -> None:
+    """One ``fedprune: note:`` line: the local workers run unsandboxed, on loopback."""
+    print(
+        f"fedprune: note: local TFF workers run without their network sandbox ({UNSAFE_OPTION}, "
+        f"because {sandbox_unavailable_reason()}): they listen on loopback without "
+        "authentication, so any local user can reach them and run TensorFlow graphs as you",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def open_log(path: Path, exclusive: bool = False) -> BinaryIO:
+    """``path`` opened for appending, never through a symbolic link; created 0600, and with
+    ``exclusive`` only if it does not exist yet. Anything but a regular file is refused."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    if exclusive:
+        flags |= os.O_EXCL
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise WorkerError(
+                f"the TFF worker log {path} is a symbolic link; logs are never written through "
+                "one: remove it, or choose another log file"
+            ) from None
+        if err.errno == errno.ENXIO:  # a FIFO without a reader, or a socket
+            raise WorkerError(
+                f"the TFF worker log {path} is not a regular file; remove it"
+            ) from None
+        raise WorkerError(
+            f"cannot open the TFF worker log {path} ({err.strerror or err})"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise WorkerError(f"the TFF worker log {path} is not a regular file; remove it")
+    os.set_blocking(fd, True)  # O_NONBLOCK only kept the open of a FIFO from hanging
+    return os.fdopen(fd, "ab")
+
+
+def _cache_folder() -> Path:
+    """A private (0700) folder of this user for compiled helpers, created if missing."""
+    try:
+        env = os.environ.get(_ENV_CACHE_DIR)
+        root = Path(env) if env else Path.home() / ".cache" / "fedprune"
+    except (RuntimeError, KeyError):  # no home directory
+        raise WorkerError(f"no home directory; set {_ENV_CACHE_DIR} to a folder") from None
+    folder = root / f"native-{os.getuid()}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            raise WorkerError(
+                f"{folder} is not a folder of yours; remove it, or set {_ENV_CACHE_DIR} to "
+                "another folder"
+            )
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.chmod(folder, 0o700)
+    except OSError as err:
+        raise WorkerError(
+            f"cannot make the private folder {folder} ({err.strerror or err}); set "
+            f"{_ENV_CACHE_DIR} to a writable folder"
+        ) from None
+    return folder
+
+
+def _c_compiler() -> str | None:
+    """The C compiler to use: ``$CC``, Python's own (sysconfig), else cc, gcc or clang."""
+    for candidate in (os.environ.get("CC"), sysconfig.get_config_var("CC"), "cc", "gcc", "clang"):
+        words = shlex.split(candidate) if candidate else []
+        found = shutil.which(words[0]) if words else None
+        if found:
+            return found
+    return None
+
+
+def _own_private_file(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid == os.getuid()
+        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
+def loopback_bind_library() -> Path:
+    """The compiled ``loopback_bind.c`` (see the module docstring), built on first use.
+
+    Kept in a private 0700 folder (``$FEDPRUNE_CACHE_DIR`` or ``~/.cache/fedprune``, then
+    ``native-<uid>/``) under a name keyed by the source's SHA-256 and the machine; compiled
+    from exactly the hashed bytes into a temporary file there and renamed into place.
+    :class:`WorkerError` if no C compiler is found or compiling fails."""
+    source = LOOPBACK_SOURCE.read_bytes()
+    key = hashlib.sha256(source + platform.machine().encode()).hexdigest()[:20]
+    folder = _cache_folder()
+    library = folder / f"loopback_bind-{key}.so"
+    if any(c in str(library) for c in " :\t\n"):  # LD_PRELOAD splits at spaces and colons
+        raise WorkerError(
+            f"{library}: LD_PRELOAD cannot name a path with spaces or colons; set "
+            f"{_ENV_CACHE_DIR} to a folder without them"
         )
+    if _own_private_file(library):
+        return library
+    with_unsafe = f"{UNSAFE_OPTION} needs a C compiler to keep the workers on loopback"
+    compiler = _c_compiler()
+    if compiler is None:
+        raise WorkerError(
+            f"{with_unsafe}, and none was found (cc, gcc, clang or $CC); install one with the "
+            "C library headers (e.g. `apt install gcc libc6-dev` or `dnf install gcc`)"
+        )
+    fd, temporary = tempfile.mkstemp(prefix=".loopback_bind-", suffix=".so", dir=folder)
+    os.close(fd)
+    try:
+        detail = ""
+        for libraries in (["-ldl"], []):  # dlsym is in libdl before glibc 2.34, in libc since
+            command = [compiler, "-shared", "-fPIC", "-O2", "-x", "c", "-o", temporary, "-"]
+            try:
+                done = subprocess.run(
+                    [*command, *libraries], input=source, capture_output=True, timeout=120
+                )
+            except (OSError, subprocess.TimeoutExpired) as err:
+                detail = str(err)
+                continue
+            if done.returncode == 0:
+                break
+            lines = done.stderr.decode(errors="replace").strip().splitlines()
+            detail = lines[-1] if lines else f"status {done.returncode}"
+        else:
+            raise WorkerError(
+                f"{with_unsafe}; compiling {LOOPBACK_SOURCE.name} with {compiler} failed "
+                f"({detail}); install a C compiler with the C library headers (e.g. `apt "
+                "install gcc libc6-dev`)"
+            )
+        os.chmod(temporary, 0o700)
+        os.replace(temporary, library)
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+    return library
+
+
+def _proc_address(hex_address: str) -> IPAddress:
+    """An address as ``/proc/net/tcp{,6}`` prints it: 32-bit words, each in host order."""
+    raw = bytes.fromhex(hex_address)
+    words = [int.from_bytes(raw[i : i + 4], "big") for i in range(0, len(raw), 4)]
+    return ipaddress.ip_address(struct.pack(f"={len(words)}I", *words))
+
+
+def is_loopback(address: IPAddress) -> bool:
+    """Loopback, counting IPv4-mapped IPv6 (``::ffff:127.0.0.1``) as IPv4."""
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def listening_addresses(pid: int) -> list[tuple[IPAddress, int]]:
+    """(address, port) of every TCP socket that process ``pid`` holds in LISTEN state (its
+    descriptors' socket inodes looked up in its ``/proc/<pid>/net/tcp`` and ``tcp6``)."""
+    inodes = set()
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    for fd in descriptors:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    found = []
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:  # no IPv6 in this kernel, or the process is gone
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and fields[9] in inodes:
+                address, port = fields[1].split(":")
+                found.append((_proc_address(address), int(port, 16)))
+    return found
+
+
+def _free_loopback_port() -> int:
+    for family, host in ((socket.AF_INET6, "::1"), (socket.AF_INET, "127.0.0.1")):
+        try:
+            with socket.socket(family) as s:
+                s.bind((host, 0))
+                return s.getsockname()[1]
+        except OSError:
+            continue
+    raise WorkerError("no free port on loopback (::1 or 127.0.0.1)")
 
 
 def _private_dir() -> Path:
@@ -112,54 +358,94 @@ def _alive(pid: int) -> bool:
 class WorkerProcess:
     """A local ``worker_binary`` and, when sandboxed, its forwarder; see the module docstring.
 
-    ``target`` is the gRPC target (``unix:...`` sandboxed, ``localhost:PORT`` otherwise).
-    ``sandbox=None`` sandboxes when possible and notes the fallback; ``True`` requires it.
+    ``target`` is the gRPC target (``unix:...`` sandboxed, ``ipv6:[::1]:PORT`` or
+    ``ipv4:127.0.0.1:PORT`` otherwise). Where the sandbox is unavailable, ``unsafe_open``
+    starts the loopback-only plain worker; without it, :class:`WorkerError` (nothing started).
+    ``new_log`` creates ``log_path`` exclusively (it must not exist yet).
     """
 
     def __init__(
         self,
         log_path: Path,
         max_concurrent_calls: int = -1,
-        sandbox: bool | None = None,
+        unsafe_open: bool = False,
         start_timeout: float = 60.0,
+        new_log: bool = False,
     ):
         self.log_path = Path(log_path)
         self._dir: Path | None = None
         self._worker_pid: int | None = None
-        reason = None if sandbox is False else sandbox_unavailable_reason()
-        if reason is not None and sandbox:
-            raise WorkerError(
-                f"cannot sandbox the TFF worker: {reason}; allow unprivileged user namespaces "
-                "(README 'Remote workers' lists the sysctls)"
-            )
+        sandboxed = require_sandbox(unsafe_open)
         worker = [
             str(worker_binary_path()),
             f"--max_concurrent_computation_calls={max_concurrent_calls}",
         ]
-        self._log = open(self.log_path, "ab")
-        if sandbox is False:
-            self._start_plain(worker)
-        elif reason is None:
+        self._log = open_log(self.log_path, exclusive=new_log)
+        if sandboxed:
             self._start_sandboxed(worker, start_timeout)
         else:
-            _note_unsandboxed(reason)
-            self._start_plain(worker)
+            self._start_open(worker, start_timeout)
 
-    def _start_plain(self, worker: list[str]) -> None:
-        with socket.socket() as s:  # a free port; worker_binary binds all interfaces
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        self.target = f"localhost:{port}"
+    def _start_open(self, worker: list[str], timeout: float) -> None:
+        """The plain worker, its bind() kept on loopback by the interposer; checked in /proc."""
+        try:
+            library = loopback_bind_library()
+            port = _free_loopback_port()
+        except BaseException:
+            self._log.close()
+            raise
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = " ".join(filter(None, [str(library), env.get("LD_PRELOAD")]))
         self.sandboxed = False
-        self.process = subprocess.Popen(
-            [*worker, f"--port={port}"],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            close_fds=True,
-            preexec_fn=die_with_parent,
-        )
-        self._worker_pid = self.process.pid
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-c", _EXEC_WITH_PARENT, str(os.getpid())]
+                + [*worker, f"--port={port}"],
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                close_fds=True,
+                env=env,
+            )
+        except OSError as err:
+            self._log.close()
+            raise WorkerError(f"cannot start the TFF worker ({err})") from None
+        self._worker_pid = self.process.pid  # the wrapper execs worker_binary: same process
+        try:
+            self.target = self._wait_on_loopback(port, timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_on_loopback(self, port: int, timeout: float) -> str:
+        """Wait until the worker listens on ``port``; every socket it listens on must be a
+        loopback one. Returns the gRPC target."""
+        deadline = time.monotonic() + timeout
+        while True:
+            how = self.ended()
+            if how is not None:
+                how = "was interrupted" if how == "interrupt" else how
+                raise WorkerError(f"the TFF worker {how} before it listened; see {self.log_path}")
+            listening = listening_addresses(self.process.pid)
+            exposed = [f"{a}:{p}" for a, p in listening if not is_loopback(a)]
+            if exposed:
+                raise WorkerError(
+                    f"the TFF worker listened on {', '.join(exposed)}, not only on loopback, "
+                    f"despite the LD_PRELOAD interposer; stopped it. Allow the sandbox instead: "
+                    f"{SANDBOX_FIX}"
+                )
+            ours = [a for a, p in listening if p == port]
+            if ours:
+                address = ours[0]
+                if address.version == 6 and address.ipv4_mapped is None:
+                    return f"ipv6:[{address}]:{port}"
+                return f"ipv4:127.0.0.1:{port}"
+            if time.monotonic() > deadline:
+                raise WorkerError(
+                    f"the TFF worker did not listen on loopback port {port} in {timeout:.0f}s; "
+                    f"see {self.log_path}"
+                )
+            time.sleep(0.02)
 
     def _start_sandboxed(self, worker: list[str], timeout: float) -> None:
         self._dir = _private_dir()

@@ -268,27 +268,22 @@ def test_silent_remote_times_out(pki, no_leftovers):
         assert time.monotonic() - start < 4
 
 
-def test_fallback_notes_once_and_sandbox_required_refuses(tmp_path, monkeypatch, capsys):
+def test_without_sandbox_no_worker_starts(tmp_path, monkeypatch, capsys):
+    """No sandbox: refused with one message naming the cause and both ways out; the worker
+    never runs and no log is made (tests/engine/test_fail_closed.py has the rest)."""
+    ran = tmp_path / "ran"
     fake = tmp_path / "worker_binary"
-    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.write_text(f"#!/bin/sh\ntouch {ran}\nexec sleep 30\n")
     fake.chmod(0o755)
     monkeypatch.setattr(worker_process, "worker_binary_path", lambda: fake)
     monkeypatch.setattr(worker_process, "sandbox_unavailable_reason", lambda: "no userns here")
-    monkeypatch.setattr(worker_process, "_noted", False)
-    workers = [worker_process.WorkerProcess(tmp_path / f"w{i}.log") for i in range(2)]
-    try:
-        assert all(not w.sandboxed and w.target.startswith("localhost:") for w in workers)
-        err = capsys.readouterr().err.splitlines()
-        assert len(err) == 1, err
-        assert err[0].startswith("fedprune: note: local TFF workers listen on a port reachable")
-        assert "no userns here" in err[0] and "warning" not in err[0].lower()
-        with pytest.raises(worker_process.WorkerError, match="cannot sandbox.*no userns here"):
-            worker_process.WorkerProcess(tmp_path / "w.log", sandbox=True)
-    finally:
-        pids = [p for w in workers for p in w.pids()]
-        for w in workers:
-            w.stop()
-    assert pids and _wait_gone(pids)
+    with pytest.raises(worker_process.WorkerError) as caught:
+        worker_process.WorkerProcess(tmp_path / "w.log")
+    message = str(caught.value)
+    assert "no userns here" in message and "--unsafe-open-workers" in message
+    assert "kernel.unprivileged_userns_clone=1" in message and "util-linux" in message
+    assert not ran.exists() and not (tmp_path / "w.log").exists()
+    assert capsys.readouterr().err == ""
 
 
 # ------------------------------------------------------------------- slow: local sandbox
