@@ -281,9 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _reproduce(args: argparse.Namespace) -> None:
     """One process per study and ``--out`` (each run it trains takes its own lock too)."""
-    from fedprune.runs.lock import FolderLock
-
     from fedprune.engine.worker_process import require_sandbox
+    from fedprune.runs.lock import FolderLock
 
     require_sandbox(args.unsafe_open_workers)  # refused here, not at the first run
     if args.unsafe_open_workers:
