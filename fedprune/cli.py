@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve a TFF worker to other hosts, behind mutual TLS",
         description="Runs a sandboxed TFF worker reachable only through mutual TLS on "
         "BIND:PORT; fedprune uses it with --remote-worker HOST:PORT --tls-ca/--tls-cert/"
-        "--tls-key (README 'Remote workers').",
+        "--tls-key (docs/engine.md 'Remote workers').",
     )
     worker.add_argument(
         "--port", type=_port, required=True, help="TLS port, 0-65535 (0: any free port)"

@@ -88,6 +88,93 @@ def _caafp_record(tmp: Path, finished: Path) -> None:
     (tmp / "run" / "config.json").write_text(json.dumps(config))
 
 
+# --- checkpoints, counts, non-finite sensor values, --out, files that are not UTF-8 ---------
+WISDM = ["train", "fedavg", "--dataset", "wisdm", "--rounds", "1", "--clients-per-round", "2"]
+WISDM += ["--local-epochs", "1", "--no-progress", "--data-dir", "TMP/wisdm-data"]
+# the kernels of the HAR CNN on WISDM (200 x 3 windows): a checkpoint of another dataset's run
+WISDM_MODEL = [(5, 3, 64), (64,), (5, 64, 64), (64,), (3200, 32), (32,), (32, 6), (6,)]
+
+
+def _checkpoint(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """Damage: the run's checkpoint.npz rewritten with ``change`` applied to its arrays."""
+
+    def damage(run: Path) -> None:
+        with np.load(run / "checkpoint.npz") as z:
+            flat = {key: z[key] for key in z.files}
+        change(flat)
+        np.savez(run / "checkpoint.npz", **flat)
+
+    return damage
+
+
+def _nan_weight(flat: dict) -> None:
+    flat["trainable__0"] = flat["trainable__0"].copy()
+    flat["trainable__0"].flat[7] = np.nan
+
+
+def _no_weights(flat: dict) -> None:
+    for key in [k for k in flat if k.startswith("trainable__")]:
+        del flat[key]
+
+
+def _not_utf8(name: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        with open(run / name, "ab") as f:
+            f.write(b"\xff\n")
+
+    return damage
+
+
+def _recorded_run(config: Callable[[], object], arrays: dict) -> Callable[[Path, Path], None]:
+    """TMP/run as the command for ``config()`` leaves it after round 1, with a checkpoint of
+    ``arrays`` (no training needed to reach the checkpoint's checks)."""
+
+    def prepare(tmp: Path, finished: Path) -> None:
+        import dataclasses
+
+        from fedprune.configs.protocol import with_protocol
+        from fedprune.runs import RunDir
+
+        run = RunDir(tmp / "run", dataclasses.asdict(with_protocol(config(), None)))
+        run.save_checkpoint(1, arrays)
+        (run.path / "tff-logs").mkdir()
+        (run.path / "tff-logs" / "worker-0.log").touch()
+
+    return prepare
+
+
+def _caafp_config() -> object:
+    from fedprune.configs.pipeline import CAAFPConfig
+
+    return CAAFPConfig("uci_har", phases=(1, 0, 0), ft_epochs=(1,), clients_per_round=2)
+
+
+def _clusterfl_config() -> object:
+    from fedprune.configs.clusterfl import ClusterFLConfig
+
+    return ClusterFLConfig("uci_har", rounds=1, clients_per_round=2)
+
+
+def _wisdm_with(value: str) -> Callable[[Path, Path], None]:
+    """The fixture's WISDM raw file (as tests/conftest.py makes it) with ``value`` as z of
+    line 6."""
+
+    def prepare(tmp: Path, finished: Path) -> None:
+        from tests.conftest import wisdm_text
+
+        lines = wisdm_text().splitlines()
+        lines[5] = lines[5].rsplit(",", 1)[0] + f",{value};"
+        folder = tmp / "wisdm-data" / "wisdm"
+        folder.mkdir(parents=True)
+        (folder / "WISDM_ar_v1.1_raw.txt").write_text("\n".join(lines) + "\n")
+
+    return prepare
+
+
+def _dangling_link(tmp: Path, finished: Path) -> None:
+    (tmp / "link").symlink_to(tmp / "nowhere")
+
+
 FINETUNE = ["finetune", "TMP/run", "--no-progress"]
 
 # name: (prepare, argv (OUT, DATA, TMP are replaced), fragment of the error line)
@@ -272,6 +359,178 @@ CASES = {
         _copy_run(lambda run: None),
         FEDAVG + ["--out", "TMP/run", "--lr", "0.01"],
         "holds a run with a different configuration",
+    ),
+    # `fedprune worker --port` rows: tests/engine/test_fail_closed.py (no --out/--data-dir)
+    "remote-timeout -1": (
+        _nothing,
+        FEDAVG + ["--remote-timeout", "-1"],
+        "argument --remote-timeout: must be a positive finite number of seconds",
+    ),
+    "remote-timeout nan": (
+        _nothing,
+        FEDAVG + ["--remote-timeout", "nan"],
+        "argument --remote-timeout: must be a positive finite number of seconds",
+    ),
+    "remote-timeout inf": (
+        _nothing,
+        FEDAVG + ["--remote-timeout", "inf"],
+        "argument --remote-timeout: must be a positive finite number of seconds",
+    ),
+    "remote-worker port 70000": (
+        _nothing,
+        FEDAVG + ["--remote-worker", "127.0.0.1:70000"],
+        "argument --remote-worker: the port must be in [1, 65535]",
+    ),
+    # checkpoints: finite, round within the run, the model's shapes, every array there
+    "checkpoint with nan weights": (
+        _copy_run(_unfinished(_checkpoint(_nan_weight))),
+        FEDAVG + ["--out", "TMP/run"],
+        "checkpoint.npz holds non-finite numbers ('trainable' array 0: 1 value)",
+    ),
+    "checkpoint with an inf scalar": (
+        _copy_run(_unfinished(_checkpoint(lambda f: f.update(scalar__comm_bytes=np.inf)))),
+        FEDAVG + ["--out", "TMP/run"],
+        "checkpoint.npz holds non-finite numbers (scalar 'comm_bytes' is inf)",
+    ),
+    "checkpoint beyond --rounds": (
+        _copy_run(_unfinished(_checkpoint(lambda f: f.update(round=np.array(99))))),
+        FEDAVG + ["--out", "TMP/run"],
+        "checkpoint.npz is at round 99, beyond the 1 round of this run (--rounds); give the "
+        "--rounds it was made with, or move it away",
+    ),
+    "checkpoint round below 0": (
+        _copy_run(_unfinished(_checkpoint(lambda f: f.update(round=np.array(-1))))),
+        FEDAVG + ["--out", "TMP/run"],
+        "checkpoint.npz is damaged (its round is -1, below 0); move it away",
+    ),
+    "checkpoint of another shape": (
+        _copy_run(_unfinished(_checkpoint(lambda f: f.update(trainable__0=np.zeros(3))))),
+        FEDAVG + ["--out", "TMP/run"],
+        "checkpoint.npz does not fit this run ('trainable' array 0 has shape (3,), this run's is",
+    ),
+    "checkpoint without weights": (
+        _copy_run(_unfinished(_checkpoint(_no_weights))),
+        FEDAVG + ["--out", "TMP/run"],
+        "checkpoint.npz is damaged (it lacks 'trainable')",
+    ),
+    "caafp checkpoint of a wisdm run": (
+        _recorded_run(_caafp_config, {"global": [np.zeros(s, np.float32) for s in WISDM_MODEL]}),
+        CAAFP + ["--clients-per-round", "2", "--out", "TMP/run"],
+        "'global' array 0 has shape (5, 3, 64), this run's is (5, 9, 64)",
+    ),
+    "clusterfl checkpoint of another model": (
+        _recorded_run(
+            _clusterfl_config,
+            {
+                **{k: [np.zeros((6, 10), np.float32)] for k in ("w", "u", "omega")},
+                "labels": [np.zeros(6, np.int64)],
+            },
+        ),
+        CLUSTERFL + ["--clients-per-round", "2", "--out", "TMP/run"],
+        "checkpoint.npz does not fit this run ('w' array 0 has shape (6, 10), this run's is (6,",
+    ),
+    # counts the data cannot meet: refused with the reachable maximum, never clamped
+    "clients-per-round above clients": (
+        _nothing,
+        FEDAVG + ["--clients-per-round", "1000000"],
+        "--clients-per-round must be at most 6 (uci_har's clients), got 1000000",
+    ),
+    "caafp clients-per-round above clients": (
+        _nothing,
+        CAAFP + ["--clients-per-round", "7"],
+        "--clients-per-round must be at most 6 (uci_har's clients), got 7",
+    ),
+    "clusterfl clients-per-round above clients": (
+        _nothing,
+        CLUSTERFL + ["--clients-per-round", "7"],
+        "--clients-per-round must be at most 6 (uci_har's clients), got 7",
+    ),
+    "caafp clients-per-round below clusters": (
+        _nothing,
+        CAAFP + ["--phases", "0,1,1", "--clients-per-round", "2"],
+        "--clients-per-round 2 is below --clusters 3",
+    ),
+    "cfl-fixed clusters above clients": (
+        _nothing,
+        ["train", "cfl-fixed", "--rounds", "1", "--no-progress", "--clusters", "1000"],
+        "--clusters must be at most 20 (the clients reporting in a round: --clients 20, "
+        "--client-dropout 0), got 1000",
+    ),
+    "ascfl dropout leaves no client": (
+        _nothing,
+        ASCFL + ["--clients", "2", "--client-dropout", "0.8"],
+        "--client-dropout 0.8 leaves none of the 2 clients (--clients) reporting in a round",
+    ),
+    "block above every kernel column": (
+        _nothing,
+        CAAFP + ["--clients-per-round", "2", "--block", "100000"],
+        "--block must be at most 2048 (the fan-in of dense, the longest kernel pruned), got",
+    ),
+    "rounds 1e20": (_nothing, FEDAVG + ["--rounds", "1e20"], "--rounds: invalid int value: '1e20'"),
+    "rounds beyond any count": (
+        _nothing,
+        FEDAVG + ["--rounds", "100000000000000000000"],
+        "--rounds must be at most 2147483647 (the largest count fedprune takes)",
+    ),
+    "rounds negative": (_nothing, FEDAVG + ["--rounds", "-3"], "--rounds must be an integer >= 1"),
+    "local epochs not an integer": (
+        _nothing,
+        FEDAVG + ["--local-epochs", "1.5"],
+        "argument --local-epochs: invalid int value: '1.5'",
+    ),
+    "lr not a number": (_nothing, FEDAVG + ["--lr", "fast"], "--lr: invalid float value: 'fast'"),
+    "phases not integers": (_nothing, CAAFP + ["--phases", "1,x,0"], "comma-separated integers"),
+    "workers 0": (
+        _nothing,
+        FEDAVG + ["--workers", "0"],
+        "argument --workers: must be an integer in [1, 2147483647], got 0",
+    ),
+    "workers not a number": (
+        _nothing,
+        FEDAVG + ["--workers", "two"],
+        "argument --workers: expected an integer >= 1, got 'two'",
+    ),
+    # non-finite sensor values: an error in WISDM as in UCI-HAR, naming file, line and value
+    "nan in WISDM": (_wisdm_with("nan"), WISDM, "raw.txt, line 6: non-finite value 'nan'"),
+    "inf in WISDM": (_wisdm_with("-inf"), WISDM, "raw.txt, line 6: non-finite value '-inf'"),
+    "1e39 in WISDM": (_wisdm_with("1e39"), WISDM, "raw.txt, line 6: non-finite value '1e39'"),
+    # --out
+    "out empty": (_nothing, FEDAVG + ["--out", ""], "--out is empty; give the run's own folder"),
+    "finetune out empty": (
+        _caafp_record,
+        FINETUNE + ["--ft-epochs", "1", "--out", ""],
+        "--out is empty",
+    ),
+    "out a dangling link": (
+        _dangling_link,
+        FEDAVG + ["--out", "TMP/link"],
+        "link is a symbolic link to",
+    ),
+    "out below a dangling link": (
+        _dangling_link,
+        FEDAVG + ["--out", "TMP/link/run"],
+        "which does not exist; make that folder or choose another --out",
+    ),
+    # run files that are not UTF-8
+    "metrics not UTF-8": (
+        _copy_run(_unfinished(_not_utf8("metrics.csv"))),
+        FEDAVG + ["--out", "TMP/run"],
+        "metrics.csv, line 3: byte 0xff is not UTF-8 text",
+    ),
+    "config not UTF-8": (
+        _copy_run(_not_utf8("config.json")),
+        FEDAVG + ["--out", "TMP/run"],
+        "config.json is damaged",
+    ),
+    "summary not UTF-8": (
+        _copy_run(_not_utf8("summary.json")),
+        FEDAVG + ["--out", "TMP/run"],
+        "summary.json is damaged",
+    ),
+    "finetune config not UTF-8": (
+        _copy_run(_not_utf8("config.json")),
+        FINETUNE + ["--ft-epochs", "1"],
+        "config.json is damaged",
     ),
 }
 

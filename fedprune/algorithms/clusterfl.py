@@ -128,11 +128,15 @@ def run_clusterfl(
 ) -> dict:
     """Train (or resume, or return the finished) ClusterFL run in ``out``."""
     config = with_protocol(config, recorded_config(out))
-    run = RunDir(out, as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT))
-    if run.finished:
+    record = as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT)
+    run = RunDir.existing(out, record)
+    if run is not None and run.finished:
         return run.read_summary()
     data = load_recorded(har_recipe(config), data_dir)
-    check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
+    clients = f"{config.dataset}'s clients"
+    check_at_most("clusters", config.clusters, data.num_clients, clients)
+    check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
+    run = run or RunDir(out, record)  # only now: a refused configuration leaves no directory
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     init = [np.asarray(w) for w in spec.initial_weights().trainable]
     ids = [c.client_id for c in data.clients]
@@ -202,6 +206,10 @@ def run_clusterfl(
         config.rounds,
         desc=f"clusterfl {config.dataset}",
         progress=progress,
+        shapes=lambda _arrays: {
+            **{k: [(len(ids), n_params)] for k in ("w", "u", "omega")},
+            "labels": [(len(ids),)],
+        },
     )
     state = result.state
     artefacts.write_clusters(run.path, {cid: int(state.labels[row_of[cid]]) for cid in ids})

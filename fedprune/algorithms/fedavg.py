@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow_federated as tff
 
+from fedprune.checks import check_at_most
 from fedprune.communication import eq13_bytes
 from fedprune.configs.fedavg import FedAvgConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
@@ -45,6 +46,15 @@ class FedAvgState:
         return cls(arrays["trainable"], arrays.get("non_trainable", []), scalars["comm_bytes"])
 
 
+def weight_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, ...]]]:
+    """The shapes of a FedAvg checkpoint's arrays for the model of ``spec``."""
+    weights = spec.initial_weights()
+    return {
+        "trainable": [tuple(np.shape(w)) for w in weights.trainable],
+        "non_trainable": [tuple(np.shape(w)) for w in weights.non_trainable],
+    }
+
+
 def run_fedavg(
     config: FedAvgConfig,
     out: str | Path,
@@ -53,10 +63,18 @@ def run_fedavg(
 ) -> dict:
     """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary."""
     config = with_protocol(config, recorded_config(out))
-    run = RunDir(out, as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT))
-    if run.finished:
+    record = as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT)
+    run = RunDir.existing(out, record)
+    if run is not None and run.finished:
         return run.read_summary()
     data = load_recorded(har_recipe(config), data_dir)
+    check_at_most(
+        "clients_per_round",
+        config.clients_per_round,
+        data.num_clients,
+        f"{config.dataset}'s clients",
+    )
+    run = run or RunDir(out, record)  # only now: a refused configuration leaves no directory
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
     params = int(sum(w.size for w in spec.initial_weights().trainable))
@@ -105,6 +123,7 @@ def run_fedavg(
         config.rounds,
         desc=f"{config.method} {config.dataset}",
         progress=progress,
+        shapes=lambda _arrays: weight_shapes(spec),
     )
     client_acc = client_accuracies(spec.keras(), data.clients, result.state.trainable)
     shape, labels = dataset_info(config.dataset)

@@ -15,7 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from fedprune.checks import FRACTION, POSITIVE, SEED, count, interval, one_of, optional
+from fedprune.checks import (
+    FRACTION,
+    POSITIVE,
+    SEED,
+    check_at_most,
+    count,
+    interval,
+    one_of,
+    optional,
+)
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
 from fedprune.errors import ConfigError
@@ -264,6 +273,11 @@ class ClusteredImageConfig(Config):
         return recorded
 
     @property
+    def reporting_clients(self) -> int:
+        """The clients that report in every round: all but ``client_dropout`` of them."""
+        return self.num_clients - int(round(self.client_dropout * self.num_clients))
+
+    @property
     def has_late_clients(self) -> bool:
         """Whether clients can miss the one round that forms AS-CFL's clusters (Stage 1 once,
         some dropout): only then does ``--late-clients`` change the run."""
@@ -287,6 +301,20 @@ class ClusteredImageConfig(Config):
             )
         if self.noise_multiplier > 0 and self.clip_norm is None:
             raise ConfigError("--noise-multiplier needs --clip-norm (the sensitivity)")
+        if self.reporting_clients < 1:
+            raise ConfigError(
+                f"--client-dropout {self.client_dropout:g} leaves none of the "
+                f"{self.num_clients} clients (--clients) reporting in a round; give a smaller "
+                "--client-dropout or more --clients"
+            )
+        if self.method == "cfl-fixed":  # K clusters of the clients that report
+            check_at_most(
+                "clusters",
+                self.clusters,
+                self.reporting_clients,
+                f"the clients reporting in a round: --clients {self.num_clients}, "
+                f"--client-dropout {self.client_dropout:g}",
+            )
 
 
 @dataclasses.dataclass(frozen=True)

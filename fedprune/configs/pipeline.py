@@ -23,6 +23,7 @@ from typing import Any
 
 from fedprune.checks import (
     FRACTION,
+    MAX_COUNT,
     NONNEGATIVE,
     Rule,
     check_layer_names,
@@ -50,6 +51,11 @@ def _check_phases(name: str, phases: tuple[int, ...]) -> tuple[int, ...]:
     if not ok or min(phases) < 0 or sum(phases) < 1:
         raise ConfigError(
             f"--phases T0,T1,T2 must be 3 integers >= 0 and not all 0, got {tuple(phases)}"
+        )
+    if sum(phases) + 1 > MAX_COUNT:  # the rounds of the run: T0 + 1 + T1 + T2
+        raise ConfigError(
+            f"--phases T0,T1,T2 must add up to less than {MAX_COUNT} (the largest count "
+            f"fedprune takes), got {tuple(phases)}"
         )
     return phases
 
@@ -138,6 +144,12 @@ class PipelineConfig(Config):
     classes_per_client: int | None = har.classes_per_client()
 
     def check(self) -> None:
+        if self.phases[1] + self.phases[2] > 0 and self.clients_per_round < self.clusters:
+            raise ConfigError(  # Phases 2-3 sample at least one client of every cluster
+                f"--clients-per-round {self.clients_per_round} is below --clusters "
+                f"{self.clusters}: every Phase 2-3 round trains at least one client per "
+                f"cluster; give --clients-per-round {self.clusters} or more, or fewer --clusters"
+            )
         weights = (self.alpha, self.beta, self.gamma)
         if None in weights:
             if not all(v is None for v in weights):

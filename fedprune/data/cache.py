@@ -28,7 +28,8 @@ import numpy as np
 from fedprune.data.windows import WindowedDataset
 
 ENV_CACHE_DIR = "FEDPRUNE_CACHE_DIR"
-FORMAT = 1  # bump when the readers' output or the stored layout changes
+FORMAT = 2  # bump when the readers' output or the stored layout changes (2: WISDM
+# refuses non-finite values instead of skipping them, so no entry made before may stand)
 
 KEYS = ("x", "y", "subject", "class_names", "channel_names", "name", "note")
 

@@ -195,9 +195,11 @@ def _require_finite(array: np.ndarray, where: str) -> np.ndarray:
         finite = np.isfinite(array)
         if not finite.all():
             count = int(array.size - np.count_nonzero(finite))
+            first = tuple(int(i) for i in np.argwhere(~finite)[0])
             raise DataError(
                 f"{where}: {count} non-finite value{'s' if count > 1 else ''} (nan/inf) in a "
-                f"{array.dtype} array; the file is corrupt or not the official one"
+                f"{array.dtype} array, the first {array[first]} at index {first}; the file "
+                "is corrupt or not the official one: download it again"
             )
     return array
 

@@ -6,9 +6,12 @@ well-formed record is kept, every malformed one is counted and reported with its
 and nothing is repaired or invented. Windows of 200 samples with step 100 (50 % overlap) are
 cut inside each contiguous run of one (user, activity), in file order.
 
-A record whose x, y or z is not finite *as float32* (``nan``, ``inf``, or a number such as
-``1e39`` that overflows float32, the dtype the windows are stored in) is malformed like any
-other: skipped and reported, never clipped.
+A record whose x, y or z is a number that is not finite *as float32* (``nan``, ``inf``, or a
+number such as ``1e39`` that overflows float32, the dtype the windows are stored in) is not a
+malformed line but a corrupt value, as in every reader (docs/data.md): one
+:class:`~fedprune.errors.DataError` naming the file, the line and the value, with the file's
+count of such records; never skipped, clipped or repaired. (The official file has none; its
+malformed lines are cut-short records and empty fields.)
 
 Accepted inputs: ``WISDM_ar_v1.1_raw.txt``, the same gzipped, or the lab's official
 ``WISDM_ar_latest.tar.gz`` (which contains it). A compressed file that cannot be decompressed
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import math
 import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
@@ -147,8 +149,16 @@ def read_text(path: str | Path) -> str:
 FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 
 
-def _parse_record(text: str) -> tuple[int, int, float, float, float] | str:
-    """A record's (user, activity, x, y, z), or the reason it is malformed."""
+@dataclasses.dataclass(frozen=True)
+class _NotFinite:
+    """A well-formed record with a value that is not finite as float32 (its text)."""
+
+    token: str
+
+
+def _parse_record(text: str) -> tuple[int, int, float, float, float] | str | _NotFinite:
+    """A record's (user, activity, x, y, z), the reason it is malformed, or its value that
+    is not finite as float32."""
     fields = text.split(",")
     if len(fields) != 6:
         return f"{len(fields)} fields instead of 6"
@@ -168,16 +178,17 @@ def _parse_record(text: str) -> tuple[int, int, float, float, float] | str:
         and -FLOAT32_OVERFLOW < y < FLOAT32_OVERFLOW
         and -FLOAT32_OVERFLOW < z < FLOAT32_OVERFLOW
     ):
-        if all(math.isfinite(v) for v in values):
-            return "value beyond the float32 range"
-        return "non-finite value"
+        bad = next(t for t, v in zip(xyz, values) if not -FLOAT32_OVERFLOW < v < FLOAT32_OVERFLOW)
+        return _NotFinite(bad)
     return uid, _CLASS_INDEX[activity], x, y, z
 
 
-def parse_records(text: str) -> tuple[RawRecords, ParseReport]:
-    """Parse all ``user,activity,timestamp,x,y,z;`` records; see the module docstring."""
+def parse_records(text: str, where: str = "WISDM") -> tuple[RawRecords, ParseReport]:
+    """Parse all ``user,activity,timestamp,x,y,z;`` records; see the module docstring
+    (``where`` names the file in errors)."""
     report = ParseReport()
     users, acts, xs, ys, zs = [], [], [], [], []
+    not_finite: list[tuple[int, str]] = []
     for number, line in enumerate(text.splitlines(), 1):
         report.lines += 1
         for piece in line.split(";"):
@@ -188,12 +199,23 @@ def parse_records(text: str) -> tuple[RawRecords, ParseReport]:
             if isinstance(parsed, str):
                 report.malformed.append((number, parsed, piece))
                 continue
+            if isinstance(parsed, _NotFinite):
+                not_finite.append((number, parsed.token))
+                continue
             users.append(parsed[0])
             acts.append(parsed[1])
             xs.append(parsed[2])
             ys.append(parsed[3])
             zs.append(parsed[4])
     report.records = len(users)
+    if not_finite:
+        line, token = not_finite[0]
+        count = len(not_finite)
+        raise DataError(
+            f"{where}, line {line}: non-finite value {token!r} as float32 ({count} record"
+            f"{'s' if count > 1 else ''} with such a value in the file; nan, inf and numbers "
+            f"beyond +-3.4e38 are not sensor readings): the file is corrupt, {_download_hint()}"
+        )
     if not users:
         raise DataError("WISDM: no well-formed 'user,activity,timestamp,x,y,z;' record found")
     xyz = np.stack([xs, ys, zs], axis=1).astype(np.float32)
@@ -242,5 +264,5 @@ def read_wisdm(
     path: str | Path, window: int = WINDOW, step: int = STEP
 ) -> tuple[WindowedDataset, ParseReport]:
     """Read and window WISDM v1.1 raw; the report lists what was skipped."""
-    records, report = parse_records(read_text(path))
+    records, report = parse_records(read_text(path), str(path))
     return window_records(records, window, step), report

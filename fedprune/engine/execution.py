@@ -237,7 +237,7 @@ def _check_remote(
     if remote_tls is None and not insecure_remote:
         raise ConfigError(
             f"remote TFF worker {remote_workers[0]} would be used in plain text; give --tls-ca, "
-            "--tls-cert and --tls-key (README 'Remote workers'), or --insecure-remote"
+            "--tls-cert and --tls-key (docs/engine.md 'Remote workers'), or --insecure-remote"
         )
     if remote_tls is None:
         print(

@@ -5,8 +5,11 @@ An algorithm supplies a state, a way to rebuild it from a checkpoint, and a step
 the steps:
 
 * **restore**: the last ``checkpoint.npz`` of the run directory, if any, through the
-  algorithm's ``restore(rounds_done, arrays, scalars)``; the metrics rows of rounds the
-  checkpoint does not cover (an interrupted round) are dropped;
+  algorithm's ``restore(rounds_done, arrays, scalars)``, once it is checked: finite, its round
+  within ``total`` (:meth:`~fedprune.runs.RunDir.load_checkpoint`) and its arrays of the shapes
+  the algorithm gives (``shapes``); a checkpoint that fails, or lacks an array ``restore``
+  needs, is one error line naming it. The metrics rows of rounds the checkpoint does not cover
+  (an interrupted round) are dropped;
 * **after every step**: its metrics rows are appended to ``metrics.csv``, then the state's
   ``to_checkpoint()`` is saved atomically with the wall time so far (scalar ``wall_s``), so
   Ctrl-C or a crash loses at most the round in progress;
@@ -84,20 +87,38 @@ def run_rounds(
     round_key: str = "round",
     finished: Callable[[S], bool] = lambda _state: False,
     wall_column: str | None = None,
+    shapes: Callable[[Arrays], Mapping[str, Sequence[tuple[int, ...]]]] | None = None,
+    total_option: str | None = None,
 ) -> RoundsResult[S]:
     """Run (or resume) rounds ``1..total`` of an algorithm in ``run``; see the module text.
 
     ``initial()`` builds the state of a fresh run (only called without a checkpoint);
     ``desc`` is the progress bar's description, or a function of the round; ``finished``
     tells whether a restored state has already stopped early (then no step runs);
-    ``wall_column`` names a metrics column that receives the run's wall time so far (s).
+    ``wall_column`` names a metrics column that receives the run's wall time so far (s);
+    ``shapes(arrays)`` gives the shapes a checkpoint's arrays must have (name -> the shape of
+    each array of that list; see :meth:`~fedprune.runs.RunDir.check_checkpoint_shapes`);
+    ``total_option`` is the option that set ``total``, named when a checkpoint is beyond it
+    (default: ``--rounds``, or ``--max-iterations`` where the loop counts iterations, ``unit``
+    ``"it"``).
     """
-    checkpoint = run.load_checkpoint()
+    if total_option is None:
+        total_option = "--rounds" if unit == "round" else "--max-iterations"
+    checkpoint = run.load_checkpoint(total, total_option)
     if checkpoint is None:
         done, state, clock = 0, initial(), WallClock()
     else:
         done, arrays, scalars = checkpoint
-        state, clock = restore(done, arrays, scalars), WallClock(scalars.get("wall_s", 0.0))
+        if shapes is not None:
+            run.check_checkpoint_shapes(arrays, shapes(arrays))
+        try:
+            state = restore(done, arrays, scalars)
+        except KeyError as err:
+            missing = repr(err.args[0]) if err.args else "an array"
+            raise run.unusable_checkpoint(f"is damaged (it lacks {missing})") from None
+        except IndexError:
+            raise run.unusable_checkpoint("is damaged (a list of arrays is cut short)") from None
+        clock = WallClock(scalars.get("wall_s", 0.0))
     run.truncate_metrics(done, round_key=round_key)
     describe = desc if callable(desc) else (lambda _t: desc)
     bar = tqdm(total=total, initial=done, unit=unit, disable=not progress)

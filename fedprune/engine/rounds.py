@@ -25,11 +25,17 @@ T = TypeVar("T")
 def sample_clients(
     client_ids: Sequence[int], per_round: int, seed: int, round_num: int
 ) -> list[int]:
-    """``per_round`` distinct client ids drawn uniformly for this round (all if fewer exist)."""
+    """``per_round`` distinct client ids drawn uniformly for this round (all when ``per_round``
+    is their number; never more: the runs refuse a larger ``--clients-per-round`` before
+    training, with the clients there are)."""
     if per_round < 1:
         raise ConfigError(f"clients per round must be >= 1, got {per_round}")
     ids = np.asarray(sorted(client_ids))
-    if per_round >= len(ids):
+    if per_round > len(ids):
+        raise ConfigError(
+            f"--clients-per-round must be at most {len(ids)} (the clients), got {per_round}"
+        )
+    if per_round == len(ids):
         return ids.tolist()
     rng = np.random.default_rng([seed, round_num])
     return np.sort(rng.choice(ids, size=per_round, replace=False)).tolist()

@@ -16,6 +16,7 @@ import numpy as np
 from fedprune.runs import names
 from fedprune.runs.files import (
     damaged,
+    non_finite_place,
     numbered_arrays,
     numbered_groups,
     read_json,
@@ -130,4 +131,7 @@ def read_checkpoint_arrays(run: Path) -> dict[str, Weights]:
         raise damaged(path, KeyError(f"no array {err.args[0]!r}")) from None
     except (TypeError, ValueError) as err:
         raise damaged(path, err) from None
+    bad = non_finite_place(arrays)
+    if bad is not None:
+        raise damaged(path, ValueError(f"non-finite numbers in {bad}"))
     return arrays

@@ -8,7 +8,7 @@ import json
 import os
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,23 @@ def read_npz(path: Path, fix: str = RETRAIN) -> dict[str, np.ndarray]:
         raise DataError(f"{path} is missing; {fix}") from None
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as err:
         raise damaged(Path(path), err, fix) from None
+
+
+def non_finite_place(
+    arrays: Mapping[str, Sequence[np.ndarray]], scalars: Mapping[str, float] | None = None
+) -> str | None:
+    """Where named array lists (and scalars) hold nan or inf, e.g. ``'w' array 0: 3 values``,
+    or ``None``; arrays of other kinds (integers, text) are finite by nature."""
+    for name, seq in arrays.items():
+        for i, array in enumerate(seq):
+            if np.asarray(array).dtype.kind in "fc":
+                count = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
+                if count:
+                    return f"{name!r} array {i}: {count} value{'s' if count > 1 else ''}"
+    for name, value in (scalars or {}).items():
+        if not np.isfinite(value):
+            return f"scalar {name!r} is {value}"
+    return None
 
 
 def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:

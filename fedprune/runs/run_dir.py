@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.errors import ConfigError, DataError
-from fedprune.runs.files import read_json_object, write_json
+from fedprune.runs.files import non_finite_place, read_json_object, write_json
 from fedprune.runs.lock import FolderLock
 from fedprune.runs.names import CHECKPOINT, CONFIG, METRICS, STARTED, SUMMARY, WORKER_LOGS
 
@@ -203,11 +203,11 @@ class RunDir:
             raise self.unusable_checkpoint(f"is damaged (its round is {done}, below 0)")
         if total is not None and done > total:
             raise DataError(
-                f"{path} is at round {done}, beyond the {total} rounds of this run "
-                f"({total_option}); give the {total_option} it was made with, or move it away "
-                "and run the same command again to restart the run from round 0"
+                f"{path} is at round {done}, beyond the {total} round{'s' * (total != 1)} of "
+                f"this run ({total_option}); give the {total_option} it was made with, or move "
+                "it away and run the same command again to restart the run from round 0"
             )
-        bad = _not_finite(arrays, scalars)
+        bad = non_finite_place(arrays, scalars)
         if bad is not None:
             raise self.unusable_checkpoint(
                 f"holds non-finite numbers ({bad}), which would be trained on and reported"
@@ -329,23 +329,6 @@ def _header(path: Path) -> list[str] | None:
         return None
     lines = _metrics_lines(path)
     return lines[0] if lines else None
-
-
-def _not_finite(
-    arrays: Mapping[str, Sequence[np.ndarray]], scalars: Mapping[str, float]
-) -> str | None:
-    """Where a checkpoint holds nan or inf (e.g. ``'trainable' array 0: 3 values``), or
-    ``None`` (arrays of other kinds, integers or text, are finite by nature)."""
-    for name, seq in arrays.items():
-        for i, array in enumerate(seq):
-            if np.asarray(array).dtype.kind in "fc":
-                count = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
-                if count:
-                    return f"{name!r} array {i}: {count} value{'s' if count > 1 else ''}"
-    for name, value in scalars.items():
-        if not np.isfinite(value):
-            return f"scalar {name!r} is {value}"
-    return None
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -365,6 +365,7 @@ def test_float_npz_with_nan_is_refused(tmp_path):
         read_npz_array(tmp_path / "f.npz")
     message = str(err.value)
     assert message.startswith(f"{tmp_path / 'f.npz'}: 2 non-finite values (nan/inf) in a float32")
+    assert "the first inf at index (0, 0, 0)" in message
     np.savez(tmp_path / "ok.npz", np.ones(3, np.float64))  # finite floats are read as they are
     assert read_npz_array(tmp_path / "ok.npz").dtype == np.float64
 

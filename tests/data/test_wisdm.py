@@ -96,23 +96,23 @@ def test_real_wisdm(real_data):
 # --- no open doors: non-finite values, corrupt or unsafe archives -------------------------
 
 
-@pytest.mark.parametrize(
-    ("value", "reason"),
-    [
-        ("1e39", "value beyond the float32 range"),  # finite in float64, inf in float32
-        ("-3.5e38", "value beyond the float32 range"),
-        ("nan", "non-finite value"),
-        ("inf", "non-finite value"),
-    ],
-)
-def test_values_not_finite_in_float32_are_malformed_records(value, reason):
+@pytest.mark.parametrize("value", ["1e39", "-3.5e38", "nan", "NaN", "inf", "-Infinity"])
+def test_values_not_finite_in_float32_are_an_error_naming_line_and_value(value):
+    """As in UCI-HAR and the tabular readers: corrupt, not a malformed line to skip
+    (1e39 is finite in float64 but inf in float32)."""
     text = WISDM_TEXT.replace("1,Jogging,107,1.1,1.2,1.3;", f"1,Jogging,107,1.1,{value},1.3;")
-    records, report = wisdm.parse_records(text)
-    assert report.records == 11 and np.isfinite(records.xyz).all()
-    assert [line for line, _, _ in report.malformed] == [5, 7, 12, 14]
-    assert report.malformed[1][1:] == (reason, f"1,Jogging,107,1.1,{value},1.3")
-    assert "4 malformed records skipped" in report.summary()
-    assert "no malformed" not in report.summary()
+    with pytest.raises(DataError) as err:
+        wisdm.parse_records(text, "raw.txt")
+    message = str(err.value)
+    assert message.startswith(f"raw.txt, line 7: non-finite value {value!r} as float32 (1 record ")
+    assert "the file is corrupt, download it again from https://www.cis.fordham.edu/" in message
+
+
+def test_non_finite_values_are_counted_and_the_first_named():
+    text = WISDM_TEXT.replace("1,Walking,103,0.4,0.5,0.6;", "1,Walking,103,0.4,inf,nan;")
+    text = text.replace("2,Sitting,110,2.1,2.2,2.3;", "2,Sitting,110,2.1,2.2,1e40;")
+    with pytest.raises(DataError, match=r"line 3: non-finite value 'inf' as float32 \(2 records "):
+        wisdm.parse_records(text)
 
 
 def test_largest_float32_is_kept():
@@ -121,11 +121,11 @@ def test_largest_float32_is_kept():
     assert len(report.malformed) == 3 and records.xyz[6, 0] == np.float32(3.4028234e38)
 
 
-def test_1e39_counted_in_read_wisdm(tmp_path):
+def test_1e39_in_read_wisdm_names_the_file(tmp_path):
     path = tmp_path / wisdm.RAW_NAME
     path.write_text(WISDM_TEXT.replace("2,Sitting,110,2.1,2.2,2.3;", "2,Sitting,110,1e39,2.2,2.3;"))
-    _, report = wisdm.read_wisdm(path, window=2, step=1)
-    assert (11, "value beyond the float32 range") == report.malformed[1][:2]
+    with pytest.raises(DataError, match=re.escape(f"{path}, line 11: non-finite value '1e39'")):
+        wisdm.read_wisdm(path, window=2, step=1)
 
 
 def _tar_with(path, extra: tarfile.TarInfo, raw_member: bool = True) -> None:
@@ -231,6 +231,7 @@ def test_float32_overflow_bound_is_exact():
     with np.errstate(over="ignore"):
         assert np.isinf(np.float32(bound)) and np.isinf(np.float32(-bound))
         assert np.isfinite(np.float32(below)) and np.isfinite(np.float32(-below))
-    for value, kept in ((below, True), (bound, False)):
-        line = f"1,Walking,1,{value!r},0,0;"
-        assert (wisdm.parse_records(line + "\n" + "1,Walking,2,0,0,0;")[1].records == 2) is kept
+    line = f"1,Walking,1,{below!r},0,0;\n1,Walking,2,0,0,0;"
+    assert wisdm.parse_records(line)[1].records == 2
+    with pytest.raises(DataError, match="non-finite value"):
+        wisdm.parse_records(f"1,Walking,1,{bound!r},0,0;\n1,Walking,2,0,0,0;")

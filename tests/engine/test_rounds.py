@@ -10,12 +10,14 @@ def test_sampling_is_a_function_of_seed_and_round():
     assert a == sample_clients(ids, 10, seed=0, round_num=4)
     assert len(set(a)) == 10 and set(a) <= set(ids)
     assert a != sample_clients(ids, 10, seed=0, round_num=5)
-    assert sample_clients(ids, 40, seed=0, round_num=1) == ids
+    assert sample_clients(ids, 30, seed=0, round_num=1) == ids
 
 
 def test_bad_count():
     with pytest.raises(ConfigError):
         sample_clients([1, 2], 0, 0, 1)
+    with pytest.raises(ConfigError, match=r"at most 2 \(the clients\), got 3"):
+        sample_clients([1, 2], 3, 0, 1)  # never fewer than asked for, silently
 
 
 def test_cluster_quota_proportional_with_one_each():

@@ -178,6 +178,24 @@ class ClusterState:
         return cls(models, np.asarray(arrays["cluster_of"][0]), splits, late)
 
 
+def checkpoint_shapes(
+    arrays: dict, spec: ModelSpec, num_clients: int, slots: int
+) -> dict[str, list[tuple[int, ...]]]:
+    """The shapes a checkpoint's arrays must have (:class:`ClusterState`): each cluster's
+    model is ``spec``'s (as many whole models as it holds, at most ``slots``), and one entry
+    per client in the others."""
+    model = [tuple(np.shape(w)) for w in spec.initial_weights().trainable]
+    held = len(arrays.get("models", []))
+    models = min(max(1, -(-held // len(model))), slots)  # a part of a model is a mismatch
+    per_client = (num_clients,)
+    return {
+        "models": model * models,
+        "cluster_of": [per_client],
+        "splits": [per_client] * len(arrays.get("splits", [])),
+        "late": [per_client],
+    }
+
+
 def _encode_split(pair: tuple, n: int) -> np.ndarray:
     code = np.zeros(n, dtype=np.int64)
     for side, members in enumerate(pair, 1):
@@ -217,7 +235,7 @@ class Evaluator:
 def _reporting(config: ClusteredImageConfig, t: int) -> np.ndarray:
     """The clients that report in round ``t`` (all but a seeded ``client_dropout`` share)."""
     n = config.num_clients
-    drop = int(round(config.client_dropout * n))
+    drop = n - config.reporting_clients
     rng = np.random.default_rng([config.seed, t, 1807])
     return np.sort(rng.permutation(n)[drop:])
 
@@ -385,6 +403,7 @@ def run_clustered_images(
         desc=f"{config.method} {config.dataset} alpha={config.alpha:g}",
         progress=progress,
         wall_column="wall_s",
+        shapes=lambda arrays: checkpoint_shapes(arrays, spec, config.num_clients, slots),
     )
     rows = run.metrics_rows()
     accs = [float(r["acc"]) for r in rows]

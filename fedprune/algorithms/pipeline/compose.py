@@ -22,7 +22,7 @@ from fedprune.algorithms.pipeline.phases import (
     fedavg_round,
 )
 from fedprune.algorithms.pipeline.policy import MaskPolicy
-from fedprune.algorithms.pipeline.scope import check_layerwise, kernel_layer_names
+from fedprune.algorithms.pipeline.scope import check_block, check_layerwise, kernel_layer_names
 from fedprune.algorithms.pipeline.state import PipelineState
 from fedprune.checks import check_at_most
 from fedprune.communication import CommAccounts
@@ -64,14 +64,17 @@ def run_pipeline(
         return run.read_summary()
     t0, t1, t2 = config.phases
     data = load_recorded(har_recipe(config), data_dir)
-    check_at_most("clusters", config.clusters, data.num_clients, f"{config.dataset}'s clients")
+    clients = f"{config.dataset}'s clients"
+    check_at_most("clusters", config.clusters, data.num_clients, clients)
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
     model = spec.keras()
     flags = prunable_mask_flags(model)  # every prunable kernel
     scope = scope_flags(model, config.prune_layers)  # those the policy prunes
+    check_block(model, scope, config.block)
     if t2 > 0:
         sparsity = max(config.start_sparsity, config.target_sparsity)
         check_layerwise(model, scope, config.budget, config.block, sparsity)
+    check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
     if run is None:  # only now: a refused configuration leaves no directory behind
         run = RunDir(out, record)
 
@@ -102,6 +105,15 @@ def run_pipeline(
             rows = cluster_round(rounds, state, t, phase3_t=t - (t0 + 1 + t1))
         return Step(state, rows)
 
+    def shapes(arrays: Mapping[str, Sequence[np.ndarray]]) -> dict[str, list[tuple]]:
+        """The shapes of a checkpoint's arrays: the model's, and one cluster per client."""
+        model_shapes = [w.shape for w in init]
+        expected = {"global": model_shapes, "assignment": [(len(rounds.ids),)]}
+        if "assignment" in arrays:
+            for c in range(config.clusters):
+                expected[f"cluster{c}_w"] = expected[f"cluster{c}_m"] = model_shapes
+        return expected
+
     def phase_of(t: int) -> str:
         phase = "phase 1" if t <= t0 else "clustering" if t == t0 + 1 else "phase 2"
         return "phase 3" if t > t0 + 1 + t1 else phase
@@ -119,6 +131,8 @@ def run_pipeline(
         t0 + 1 + t1 + t2,
         desc=lambda t: f"{config.method} {config.dataset} {phase_of(t)}",
         progress=progress,
+        shapes=shapes,
+        total_option="--phases",
     )
     state = result.state
     ids = rounds.ids
