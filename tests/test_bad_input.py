@@ -313,6 +313,11 @@ CASES = {
         ASCFL + ["--split-guard", "always"],
         "--split-guard: invalid choice: 'always'",
     ),
+    "ifca more clusters than clients": (
+        _nothing,
+        ["train", "ifca", "--rounds", "1", "--no-progress", "--clusters", "21"],
+        "--clusters must be at most 20 (--clients), got 21",
+    ),
     "cfl given AS-CFL-only options": (
         _nothing,
         ["train", "cfl", "--rounds", "1", "--no-progress", "--theta", "0.8", "--clusters", "3"],

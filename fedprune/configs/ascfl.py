@@ -315,6 +315,8 @@ class ClusteredImageConfig(Config):
                 f"the clients reporting in a round: --clients {self.num_clients}, "
                 f"--client-dropout {self.client_dropout:g}",
             )
+        if self.method == "ifca":  # more models than clients: some could never be chosen
+            check_at_most("clusters", self.clusters, self.num_clients, "--clients")
 
 
 @dataclasses.dataclass(frozen=True)
