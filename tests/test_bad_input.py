@@ -42,6 +42,15 @@ def _nan_in_uci_har(tmp: Path, finished: Path) -> None:
     write_uci_har(folder, x, y, subject)
 
 
+def _user_npz(tmp: Path, finished: Path) -> None:
+    """Your own windows as TMP/mine.npz, with one nan (window 7, step 2, channel 1)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 16, 3)).astype(np.float32)
+    x[7, 2, 1] = np.nan
+    y, ids = np.tile([0, 1], 20), np.repeat([1, 2], 20)
+    np.savez(tmp / "mine.npz", x=x, y=y, client_id=ids)
+
+
 def _file_as_out(tmp: Path, finished: Path) -> None:
     (tmp / "a-file").write_text("not a directory\n")
 
@@ -221,6 +230,21 @@ CASES = {
         _nan_in_uci_har,
         FEDAVG + ["--data-dir", "TMP/nan-data"],
         "body_acc_x_train.txt",
+    ),
+    "dataset neither built in nor npz": (
+        _nothing,
+        FEDAVG[:2] + ["--dataset", "TMP/mine.csv"] + FEDAVG[4:],
+        "--dataset must be one of uci_har, wisdm or the path of your own .npz file",
+    ),
+    "dataset npz missing": (
+        _nothing,
+        FEDAVG[:2] + ["--dataset", "TMP/mine.npz"] + FEDAVG[4:],
+        "mine.npz: cannot read it (No such file or directory)",
+    ),
+    "dataset npz with nan": (
+        _user_npz,
+        FEDAVG[:2] + ["--dataset", "TMP/mine.npz"] + FEDAVG[4:],
+        "x[7, 2, 1] = nan is not a finite float32 number",
     ),
     "missing data dir": (_nothing, FEDAVG + ["--data-dir", "TMP/no-such-dir"], "does not exist"),
     "out is a file": (_file_as_out, FEDAVG + ["--out", "TMP/a-file"], "is a file"),

@@ -32,6 +32,7 @@ class ClusterFLConfig(Config):
     label_noise: tuple[float, float] | None = har.label_noise()
     classes_per_client: int | None = har.classes_per_client()
     method: str = har.method("clusterfl")
+    dataset_sha256: str | None = har.dataset_sha256()
 
     def check(self) -> None:
         # the Omega step's system (2 alpha + rho) I - 2 beta F F^T must be positive definite;

@@ -24,3 +24,4 @@ class FedAvgConfig(Config):
     label_noise: tuple[float, float] | None = har.label_noise()
     classes_per_client: int | None = har.classes_per_client()
     method: str = har.method("fedavg")
+    dataset_sha256: str | None = har.dataset_sha256()

@@ -10,17 +10,44 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedprune.checks import POSITIVE, SEED, count, each, interval, one_of, optional
+from fedprune.checks import POSITIVE, SEED, Rule, count, each, interval, one_of, optional
 from fedprune.configs.fields import float_tuple, int_tuple, param
 from fedprune.configs.protocol import SPLITS
+from fedprune.errors import ConfigError
 
 # the HAR datasets of fedprune.data.registry.DATASETS (not imported: it loads scipy;
 # tests/configs/test_har.py checks the two agree)
 HAR_DATASETS = ("uci_har", "wisdm")
+USER_SUFFIX = ".npz"
+
+
+def is_user_file(dataset: str) -> bool:
+    """Whether ``--dataset`` names your own ``.npz`` file rather than a built-in dataset."""
+    return dataset.endswith(USER_SUFFIX)
+
+
+def _check_dataset(name: str, value: str) -> str:
+    if isinstance(value, str) and (value in HAR_DATASETS or is_user_file(value)):
+        return value
+    raise ConfigError(
+        f"--dataset must be one of {', '.join(HAR_DATASETS)} or the path of your own .npz "
+        f"file (docs/data.md 'Your own data'), got {value!r}"
+    )
 
 
 def dataset() -> Any:  # noqa: ANN401 (a dataclass field)
-    return param(help="which HAR dataset to use", rule=one_of(HAR_DATASETS))
+    return param(
+        help="which HAR dataset to use: uci_har, wisdm, or your own windows as PATH.npz "
+        "(keys x, y, client_id; docs/data.md)",
+        rule=Rule(_check_dataset, ""),
+        metavar="{uci_har,wisdm,PATH.npz}",
+    )
+
+
+def dataset_sha256() -> Any:  # noqa: ANN401
+    """Not an option: the SHA-256 of your own ``--dataset`` file, settled when the run starts
+    (:func:`fedprune.configs.protocol.with_protocol`), so a changed file is not resumed."""
+    return param(None, help="SHA-256 of your own --dataset file", cli=False)
 
 
 def rounds(default: int = 50) -> Any:  # noqa: ANN401

@@ -142,6 +142,7 @@ class PipelineConfig(Config):
     split: str | None = har.split()
     label_noise: tuple[float, float] | None = har.label_noise()
     classes_per_client: int | None = har.classes_per_client()
+    dataset_sha256: str | None = har.dataset_sha256()
 
     def check(self) -> None:
         if self.phases[1] + self.phases[2] > 0 and self.clients_per_round < self.clusters:

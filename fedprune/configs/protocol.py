@@ -10,6 +10,10 @@ settles them with :func:`with_protocol` before anything is recorded:
   (:data:`STANDARDIZE`: WISDM z-scored per client and channel with the client's own training
   statistics, UCI-HAR not, as the CA-AFP authors' protocol does).
 
+Your own ``--dataset FILE.npz`` (:mod:`fedprune.data.user`) is not standardized unless
+``--standardize`` is given, and its SHA-256 is settled here too (``dataset_sha256``): a run
+directory made from other bytes is refused as a different configuration.
+
 An explicit ``--split`` or ``--standardize`` always wins (and a different value than the run
 directory recorded is refused as a different configuration).
 """
@@ -25,13 +29,19 @@ SPLITS = ("time-ordered", "random")
 STANDARDIZE = {"uci_har": False, "wisdm": True}
 # options added later, with what a run directory made before each existed used:
 # runs.as_recorded leaves them out of such a run's record, so it resumes
-BEFORE_SPLIT = {"split": "random", "label_noise": None, "classes_per_client": None}
+BEFORE_SPLIT = {
+    "split": "random",
+    "label_noise": None,
+    "classes_per_client": None,
+    "dataset_sha256": None,
+}
 
 
 class HasProtocol(Protocol):
     dataset: str
     split: str | None
     standardize: bool | None
+    dataset_sha256: str | None
 
 
 C = TypeVar("C", bound=HasProtocol)
@@ -46,4 +56,9 @@ def with_protocol(config: C, recorded: Mapping | None) -> C:
         standardize = recorded.get("standardize", False) if standardize is None else standardize
     split = "time-ordered" if split is None else split
     standardize = STANDARDIZE.get(config.dataset, False) if standardize is None else standardize
-    return dataclasses.replace(config, split=split, standardize=standardize)
+    sha = config.dataset_sha256
+    if config.dataset.endswith(".npz"):  # your own file: its bytes now
+        from fedprune.data.user import file_sha256
+
+        sha = file_sha256(config.dataset)
+    return dataclasses.replace(config, split=split, standardize=standardize, dataset_sha256=sha)

@@ -8,12 +8,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from fedprune.configs.har import is_user_file
 from fedprune.data import cache, sources
 from fedprune.data.clustered_partition import ClientImages, partition_clients
 from fedprune.data.images import load_images
 from fedprune.data.partition import FederatedData, partition_by_subject, standardize_all
 from fedprune.data.scenarios import inject_label_noise, keep_classes_per_client
 from fedprune.data.uci_har import read_uci_har
+from fedprune.data.user import file_sha256, read_npz
 from fedprune.data.windows import WindowedDataset
 from fedprune.data.wisdm import read_wisdm
 from fedprune.errors import ConfigError, DataError
@@ -43,14 +45,20 @@ def load_windows(
     use_cache: bool = True,
     verbose: bool = True,
 ) -> WindowedDataset:
-    """The windows of dataset ``name`` read from its official files (cached as ``.npz``).
+    """The windows of dataset ``name`` read from its official files (cached as ``.npz``), or
+    of your own ``.npz`` file when ``name`` is its path (:func:`fedprune.data.user.read_npz`).
 
-    The parse note (e.g. how many malformed WISDM records were skipped) is printed to stderr
-    every time, from the cache too, so it is never hidden. A cache entry that is unreadable or
-    invalid is dropped with one note by :func:`fedprune.data.cache.load`, and the source is
-    parsed again and the entry rewritten; a cache that cannot be written is a note, not an
-    error, since the data itself was read.
+        The parse note (e.g. how many malformed WISDM records were skipped) is printed to stderr
+        every time, from the cache too, so it is never hidden. A cache entry that is unreadable or
+        invalid is dropped with one note by :func:`fedprune.data.cache.load`, and the source is
+        parsed again and the entry rewritten; a cache that cannot be written is a note, not an
+        error, since the data itself was read.
     """
+    if is_user_file(name):  # your own file: read as it is now, never cached
+        data = read_npz(name)
+        if verbose:
+            print(f"{data.name}: {len(data.y)} windows from {name}", file=sys.stderr)
+        return data
     source_path = sources.locate(name, data_dir, download=download)
     reader = READERS[name]
     cache_path = cache.cache_dir() / f"{name}-{cache.cache_key(source_path, {})}.npz"
@@ -100,9 +108,14 @@ def load_federated(
 
 
 def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
-    """(window shape, class names) of HAR dataset ``name``, without reading its files."""
+    """(window shape, class names) of HAR dataset ``name``, without reading its files (your
+    own ``.npz`` file: read for them)."""
     from fedprune.data import uci_har as u
     from fedprune.data import wisdm as w
+
+    if is_user_file(name):
+        data = read_npz(name)
+        return (int(data.x.shape[1]), int(data.x.shape[2])), data.class_names
 
     info = {
         "uci_har": ((u.WINDOW, len(u.SIGNALS)), u.CLASS_NAMES),
@@ -129,6 +142,8 @@ def har_recipe(config: object) -> dict:
         recipe["label_noise"] = list(config.label_noise)
     if config.classes_per_client is not None:
         recipe["classes_per_client"] = config.classes_per_client
+    if getattr(config, "dataset_sha256", None) is not None:
+        recipe["sha256"] = config.dataset_sha256
     return recipe
 
 
@@ -139,6 +154,11 @@ def load_recorded(
     ``har`` -> :func:`load_federated`; ``image-clients`` -> the FedCRef clients
     (:func:`fedprune.data.clustered_partition.partition_clients`)."""
     kind = recipe.get("loader")
+    if kind == "har" and "sha256" in recipe and file_sha256(recipe["dataset"]) != recipe["sha256"]:
+        raise DataError(
+            f"--dataset {recipe['dataset']} has changed since the run was trained (its SHA-256 "
+            "differs); restore the file the run was trained on"
+        )
     if kind == "har":
         return load_federated(
             recipe["dataset"],

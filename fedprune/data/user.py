@@ -138,6 +138,12 @@ def from_arrays(
             f"the split needs ({len(small)} such clients); give each client at least "
             f"{min_windows} windows or leave those clients out"
         )
+    for client in ids:  # the split keeps a class of one window for training
+        if np.bincount(y[client_ids == client]).max() < 2:
+            raise DataError(
+                f"{where}client {client} has no class with 2 or more windows, so the "
+                "per-class split leaves it no test window; give it more windows or leave it out"
+            )
     return WindowedDataset(
         name=name,
         x=np.ascontiguousarray(x[order], dtype=np.float32),
@@ -256,11 +262,17 @@ def read_npz(path: str | os.PathLike, min_windows: int = MIN_WINDOWS) -> Windowe
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """The hex SHA-256 of a file's bytes."""
+    """The hex SHA-256 of a file's bytes (a missing or unreadable file is a DataError)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as err:
+        raise DataError(
+            f"--dataset {path}: cannot read it ({err.strerror or err}); give the path of your "
+            ".npz file"
+        ) from None
     return digest.hexdigest()
 
 

@@ -134,6 +134,13 @@ def test_a_client_too_small_for_the_split_is_refused():
         user.from_arrays(x, y, ids)
 
 
+def test_a_client_without_a_test_window_is_refused():
+    x, y, ids = _arrays(2, 4)
+    y = np.array([0, 1, 0, 1, 0, 1, 2, 3])  # client 7 has one window of each of 4 classes
+    with pytest.raises(DataError, match="client 7 has no class with 2 or more windows"):
+        user.from_arrays(x, y, ids)
+
+
 def test_a_bad_npz_file_is_one_line(tmp_path):
     x, y, ids = _arrays()
     missing = tmp_path / "missing.npz"
