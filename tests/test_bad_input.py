@@ -561,6 +561,18 @@ CASES = {
         FINETUNE + ["--ft-epochs", "1"],
         "config.json is damaged",
     ),
+    # FedCRef systems the data cannot hold (6 fixture classes of 40 images): refused before
+    # any class subset is drawn, with the largest values that fit
+    "fedcref clients above what the data holds": (
+        __import__("tests.algorithms.test_fedcref_system_size", fromlist=["_"]).mnist_fixture,
+        FEDCREF + ["--clients", "100000", "--data-dir", "TMP/images"],
+        "at most 57 clients fit at --samples-per-class 2",
+    ),
+    "fedcref samples per class above what the data holds": (
+        __import__("tests.algorithms.test_fedcref_system_size", fromlist=["_"]).mnist_fixture,
+        FEDCREF + ["--samples-per-class", "100000", "--data-dir", "TMP/images"],
+        "or at most 40 samples per class for 2 clients",
+    ),
 }
 
 

@@ -30,10 +30,12 @@ follows it as the interrupt.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 REPEAT_AFTER_S = 0.05
 _dropped = threading.Event()
@@ -69,6 +71,45 @@ def _on_sigint(signum: int, frame: object) -> None:
 def received() -> bool:
     """Whether SIGINT reached this process since :func:`install`."""
     return _received.is_set()
+
+
+def raise_if_received() -> None:
+    """``KeyboardInterrupt`` if SIGINT reached this process since :func:`install`: polled
+    at the stage boundaries of a long computation, so that an interrupt that a library
+    swallowed still ends the command there."""
+    if _received.is_set():
+        raise KeyboardInterrupt
+
+
+def _note_sigint(signum: int, frame: object) -> None:
+    _received.set()
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT inside the block is only noted (:func:`received`), not raised where it lands;
+    the block polls :func:`raise_if_received` at points where raising is safe, and its end
+    raises an interrupt that came meanwhile.
+
+    For TensorFlow's eager operations (e.g. a Keras ``fit``): their C++ fast path calls
+    Python (``TensorShape.__len__`` while converting an operation's attributes), and a
+    ``KeyboardInterrupt`` raised there is dropped by the C++ code, which then carries on
+    (``iter(dataset)`` returns normally), or leaves its heap corrupted (glibc aborts:
+    "corrupted size vs. prev_size"). Only where SIGINT raises (the main thread, with a
+    Python handler in place); elsewhere the block runs unchanged. Without :func:`install`'s
+    handler (library use), the note ends with the block."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    signal.signal(signal.SIGINT, _note_sigint)
+    try:
+        yield
+        raise_if_received()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if previous is not _on_sigint:
+            _received.clear()
 
 
 def install() -> None:

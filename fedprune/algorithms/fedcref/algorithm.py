@@ -11,7 +11,8 @@ local clustering. Per iteration:
    trained with FedAvg on TFF over its member clusters (lines 22-24, :mod:`.community_training`),
 4. every active client refines its clusters with its own and the community models
    (Algorithm 2, :mod:`.refinement`) and leaves the active set once ACC(previous, new) >= tau
-   (lines 27-31),
+   (lines 27-31); a cluster the refinement leaves empty is dropped from the next exchange
+   (:func:`drop_empty_clusters`),
 
 until no client is active or the counts of communities and isolated clusters are stable
 (Phase 5, :mod:`.stopping`), or ``max_iterations`` (our safety cap) is reached.
@@ -46,6 +47,7 @@ from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
 from fedprune.algorithms.fedcref.refinement import align_labels, refine
 from fedprune.algorithms.fedcref.stopping import GlobalStop, is_stable
 from fedprune.configs.fedcref import FedCRefConfig
+from fedprune.engine import interrupts
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.autoencoder import reconstruction_errors
 
@@ -118,6 +120,33 @@ class IterationReport:
     seconds: float
 
 
+def drop_empty_clusters(
+    models: dict[tuple[int, int], list[np.ndarray]], assignments: Sequence[np.ndarray]
+) -> list[tuple[int, int]]:
+    """Delete from ``models`` the model of every cluster that holds no sample; returns the
+    (client, cluster) keys dropped, sorted.
+
+    Algorithm 2 can leave clusters empty. Its loop (lines 6-14) forms H_p from the votes of
+    the still unassigned samples R. Once one model has won every vote, or the client has run
+    out of candidate models, R is empty and the remaining H_p stay empty, and line 16 gives
+    left-over samples only to clusters already formed. The paper never re-seeds or merges
+    such a cluster, so it is *dropped*: an empty cluster has no model (line 8 trains
+    M_iq on Q_iq's samples) and is no vertex of the graph Γ (the association test, lines
+    11-14 and Eq. 2, is a percentile over the cluster's own samples, which do not exist).
+    Its id stays: a later refinement of an active client, which forms K_i clusters again
+    (Alg. 2 line 6), may fill it.
+
+    Active clients never keep such a model (Phase 1 trains only non-empty clusters). A
+    client that becomes stable in the refinement that empties a cluster (Alg. 1 lines
+    29-30) keeps its last models (Phase 5) without retraining, so without this step its
+    model of the now-empty cluster would take part in the next exchange.
+    """
+    dropped = sorted((i, q) for i, q in models if not np.any(np.asarray(assignments[i]) == q))
+    for key in dropped:
+        del models[key]
+    return dropped
+
+
 def validate_inputs(xs: Sequence[np.ndarray], ks: Sequence[int], initial: Sequence) -> None:
     """One clear error for inconsistent clients, cluster counts or initial clusterings."""
     if not len(xs) == len(ks) == len(initial):
@@ -164,6 +193,7 @@ class FedCRef:
         )
         self.offsets = np.concatenate([[0], np.cumsum([len(x) for x in xs])])
         self.everything = np.concatenate([np.asarray(x, np.float32) for x in xs])
+        interrupts.raise_if_received()  # tracing the TFF process can swallow a Ctrl-C
 
     def initial_state(self) -> FedCRefState:
         return FedCRefState(
@@ -190,7 +220,10 @@ class FedCRef:
                     seed = cluster_seed(config.seed, t, int(i), q)
                     state.models[(int(i), q)] = self.trainer.fit(xs[i][rows], seed)
         self.say(f"iteration {t}: local models of {int(state.active.sum())} active clients")
-        # Phase 2: all-to-all exchange and bidirectional association (lines 10-17)
+        interrupts.raise_if_received()
+        # Phase 2: all-to-all exchange and bidirectional association (lines 10-17) among
+        # the non-empty clusters (also where a stable client's last refinement emptied one)
+        drop_empty_clusters(state.models, state.assignments)
         clusters = sorted(state.models)
         members = [np.flatnonzero(state.assignments[i] == q) for i, q in clusters]
         global_rows = [self.offsets[i] + m for (i, _), m in zip(clusters, members)]
@@ -204,7 +237,10 @@ class FedCRef:
         groups, isolated = communities_of(len(clusters), edges)
         self.say(f"iteration {t}: {len(edges)} associations, {len(groups)} communities; FedAvg")
         community_data = [[xs[clusters[c][0]][members[c]] for c in g] for g in groups]
+        # checked before the TFF calls too: they start a new record of SIGINT
+        interrupts.raise_if_received()
         state.community_models = self.fl.train(community_data, t)
+        interrupts.raise_if_received()
         # Phase 4: refinement and stability of the active clients (lines 25-32)
         for i in np.flatnonzero(state.active):
             own = [state.models[(int(i), q)] for q in range(ks[i]) if (int(i), q) in state.models]
@@ -214,6 +250,7 @@ class FedCRef:
             if is_stable(state.assignments[i], new, config.tau):
                 state.active[i] = False
             state.assignments[i] = new
+        interrupts.raise_if_received()
         # Phase 5: global stop
         stable = stop.update(len(groups), len(isolated))
         state.stop_history = list(stop.history)

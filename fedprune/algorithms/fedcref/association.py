@@ -42,8 +42,8 @@ def normalize_unit(d: np.ndarray) -> np.ndarray:
 
 def one_way_score(own_errors: np.ndarray, external_errors: np.ndarray, alpha: float) -> float:
     """Q_alpha(Normalize(|E_own - E_external|)) on one cluster's samples (Eq. 2 + step 3)."""
-    if len(own_errors) == 0:
-        raise ConfigError("cannot score an empty cluster")
+    if len(own_errors) == 0:  # empty clusters are dropped before the exchange
+        raise ValueError("one_way_score needs the errors of at least one sample")
     return float(np.percentile(normalize_unit(np.abs(own_errors - external_errors)), alpha))
 
 

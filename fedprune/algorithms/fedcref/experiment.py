@@ -27,9 +27,11 @@ from fedprune.algorithms.fedcref.evaluation import (
 )
 from fedprune.algorithms.fedcref.initial import kmeans_on_embeddings
 from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
+from fedprune.algorithms.fedcref.system_size import check_fits
 from fedprune.configs.fedcref import FedCRefRunConfig, SystemConfig
 from fedprune.data.clustered_partition import ClientImages, dirty_uniform, partition_clients
 from fedprune.data.images import load_images
+from fedprune.engine import interrupts
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.runs import CHECKPOINT, RunDir, artefacts
 from fedprune.runs.deploy import DeployManifest, image_clients_recipe
@@ -39,8 +41,17 @@ from fedprune.runs.names import COMMUNITY_MODELS
 def build_system(
     system: SystemConfig, seed: int, data_dir: str | os.PathLike | None, epochs: int
 ) -> tuple[list[ClientImages], list[np.ndarray]]:
-    """The clients and their initial clusterings."""
+    """The clients and their initial clusterings; an impossible ``--clients`` or
+    ``--samples-per-class`` is refused as soon as the class sizes are known."""
     data = load_images(system.dataset, system.split, data_dir)
+    check_fits(
+        np.unique(data.y, return_counts=True)[1],
+        system.num_clients,
+        system.samples_per_class,
+        system.overlap,
+        system.max_classes,
+        f"{system.dataset} ({system.split})",
+    )
     clients = partition_clients(
         data,
         system.num_clients,
@@ -59,6 +70,7 @@ def build_system(
             kmeans_on_embeddings(c.x, c.num_classes, trainer, cluster_seed(seed, 0, c.client_id))
             for c in clients
         ]
+    interrupts.raise_if_received()
     return clients, initial
 
 
@@ -100,6 +112,9 @@ def run_fedcref_experiment(
             "seconds": round(report.seconds, 2),
         }
         postfix = {"acc": str(row["acc"]), "comm": str(row["communities"])}
+        # nothing of an iteration during which SIGINT came is saved, even where TensorFlow
+        # handled the KeyboardInterrupt itself (see fedprune.engine.interrupts)
+        interrupts.raise_if_received()
         return Step(state, [row], {**postfix, "iso": str(row["isolated"])}, stop=state.done)
 
     result = run_rounds(
@@ -152,6 +167,7 @@ def run_fedcref_experiment(
             data=image_clients_recipe(recorded),
         ).to_json(),
     }
+    interrupts.raise_if_received()
     run.write_summary(summary)
     run.remove_checkpoint()  # the finished state is in the files above
     return summary

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from fedprune.engine import interrupts
 from fedprune.engine.datasets import reconstruction_dataset
 from fedprune.models.autoencoder import dense_layers
 from fedprune.models.spec import AutoencoderSpec
@@ -38,6 +39,19 @@ def glorot_init(model: tf.keras.Model, seed: int) -> list[np.ndarray]:
     return weights
 
 
+class EndOnInterrupt(tf.keras.callbacks.Callback):
+    """Ends Keras ``fit`` after the epoch in which SIGINT came
+    (:func:`fedprune.engine.interrupts.raise_if_received`). It reads no metric, so it adds
+    no synchronization to the training."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._supports_tf_logs = True  # the logs stay tensors: nothing is converted for us
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        interrupts.raise_if_received()
+
+
 class LocalTrainer:
     """Fits the paper's autoencoder on one cluster's samples at a time."""
 
@@ -54,6 +68,11 @@ class LocalTrainer:
         self.model.compile(
             optimizer=tf.keras.optimizers.Adam(learning_rate), loss="mse", steps_per_execution=64
         )
+        # Keras traces its train step in the first fit (seconds of graph building, in Python,
+        # where Ctrl-C raises at once): done here, so that the deferred Ctrl-C of fit waits
+        # for one epoch at most. Every fit resets the weights and the optimizer's state.
+        warm_up = reconstruction_dataset(np.zeros((1, input_dim), np.float32), batch_size, 0)
+        self.model.fit(warm_up, epochs=1, verbose=0)
 
     def _reset_optimizer(self) -> None:
         variables = self.model.optimizer.variables
@@ -61,12 +80,17 @@ class LocalTrainer:
             var.assign(tf.zeros_like(var))
 
     def fit(self, x: np.ndarray, seed: int) -> list[np.ndarray]:
-        """Weights of an autoencoder trained from scratch (seeded) on ``x``."""
-        self.model.set_weights(glorot_init(self.model, seed))
-        self._reset_optimizer()
-        data = reconstruction_dataset(x, self.batch_size, shuffle_seed=seed)
-        self.model.fit(data, epochs=self.epochs, verbose=0)
-        return self.model.get_weights()
+        """Weights of an autoencoder trained from scratch (seeded) on ``x``.
+
+        Ctrl-C during the fit ends it at the next epoch's end: the interrupt is only noted
+        while TensorFlow runs (:func:`fedprune.engine.interrupts.deferred`), since one raised
+        inside TensorFlow's eager operations is lost there or corrupts its memory."""
+        with interrupts.deferred():
+            self.model.set_weights(glorot_init(self.model, seed))
+            self._reset_optimizer()
+            data = reconstruction_dataset(x, self.batch_size, shuffle_seed=seed)
+            self.model.fit(data, epochs=self.epochs, verbose=0, callbacks=[EndOnInterrupt()])
+            return self.model.get_weights()
 
     def encode(self, weights: list[np.ndarray], x: np.ndarray, layers: int = 3) -> np.ndarray:
         """The latent code (output of the first ``layers`` Dense layers) of ``x``."""

@@ -18,10 +18,11 @@ def refine(errors: np.ndarray, num_clusters: int) -> np.ndarray:
     samples (line 15-17) join the selected model with their lowest error. Returns the cluster
     index (0..num_clusters-1, in order of formation) of every sample.
 
-    Interpretation: when every sample is assigned before ``num_clusters`` clusters are formed
-    (or there are fewer candidate models), the remaining clusters stay empty (the paper does
-    not say what happens then); an empty cluster has no model in the next iteration. Ties in the
-    vote go to the model listed first (own models come first).
+    When every sample is assigned before ``num_clusters`` clusters are formed (one model won
+    every vote, or there are fewer candidate models), the remaining clusters stay empty, as
+    lines 6-14 imply (H_p is formed from the votes of the empty R); such a cluster is dropped
+    until a later refinement fills it (:func:`.algorithm.drop_empty_clusters`).
+    Ties in the vote go to the model listed first (own models come first).
     """
     errors = np.asarray(errors)
     n_models, n_samples = errors.shape
