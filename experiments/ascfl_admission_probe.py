@@ -31,8 +31,9 @@ from fedprune.algorithms.ascfl import metrics, server, similarity
 from fedprune.algorithms.ascfl.experiment import Evaluator, build_federation
 from fedprune.algorithms.ascfl.incentive import ADMISSION_RULES
 from fedprune.configs.ascfl import ClusteredImageConfig
-from fedprune.engine import execution, per_client
+from fedprune.engine import per_client
 from fedprune.models.spec import ModelSpec
+from fedprune.workers import execution
 
 
 def separation(sim: np.ndarray, groups: np.ndarray) -> str:

@@ -26,7 +26,6 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from fedprune.data.registry import load_federated  # noqa: E402
-from fedprune.engine import execution  # noqa: E402
 from fedprune.engine.client_work import LocalTraining  # noqa: E402
 from fedprune.engine.clustered import build_clustered_round, run_clustered_round  # noqa: E402
 from fedprune.engine.process import (  # noqa: E402
@@ -42,6 +41,7 @@ from fedprune.engine.rounds import (  # noqa: E402
 from fedprune.models.spec import ModelSpec  # noqa: E402
 from fedprune.sparsity import masks as M  # noqa: E402
 from fedprune.sparsity.layers import prunable_mask_flags  # noqa: E402
+from fedprune.workers import execution  # noqa: E402
 
 
 def main() -> None:

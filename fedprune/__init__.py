@@ -12,7 +12,7 @@ falls back to one convolution per client with a one-line note
 (:mod:`fedprune.engine.stacked`).
 
 At interpreter exit, where TFF was imported, fedprune releases TFF's execution contexts while
-the interpreter is still whole (:func:`fedprune.engine.execution.release_default_context`):
+the interpreter is still whole (:func:`fedprune.workers.execution.release_default_context`):
 TFF's import-time context otherwise prints a traceback from its ``__del__`` at the very end.
 """
 
@@ -27,7 +27,7 @@ if "tensorflow" not in sys.modules:
 def release_tff_at_exit() -> None:
     """The exit handler: release TFF's contexts where TFF was imported."""
     if "tensorflow_federated" in sys.modules:
-        from fedprune.engine import execution
+        from fedprune.workers import execution
 
         execution.release_default_context()
 

@@ -281,8 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _reproduce(args: argparse.Namespace) -> None:
     """One process per study and ``--out`` (each run it trains takes its own lock too)."""
-    from fedprune.engine.worker_process import require_sandbox
     from fedprune.runs.lock import FolderLock
+    from fedprune.workers.local import require_sandbox
 
     require_sandbox(args.unsafe_open_workers)  # refused here, not at the first run
     if args.unsafe_open_workers:
@@ -340,7 +340,7 @@ def _train(args: argparse.Namespace) -> None:
     method = METHODS[args.method]
     config = config_from_options(method.config, args, f"`fedprune train {method.name}`")
     if not args.remote_worker:  # local workers: sandboxed, or refused before anything is made
-        from fedprune.engine.worker_process import require_sandbox
+        from fedprune.workers.local import require_sandbox
 
         require_sandbox(_unsafe_open_workers(args))
     from fedprune.runs import check_out_dir, owned_run_dir
@@ -381,7 +381,7 @@ def _unsafe_open_workers(args: argparse.Namespace) -> bool:
 
 def _install_and_run(args: argparse.Namespace, config: object, runner: object) -> None:
     """Start the TFF workers, train, stop the workers; print the summary."""
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     execution.install(
         num_local_workers=args.workers if not args.remote_worker else 0,
@@ -400,7 +400,7 @@ def _install_and_run(args: argparse.Namespace, config: object, runner: object) -
 
 
 def _worker(args: argparse.Namespace) -> None:
-    from fedprune.engine import remote_worker  # standard library only: no TensorFlow here
+    from fedprune.workers import remote as remote_worker  # standard library only: no TensorFlow
 
     remote_worker.serve(args.port, args.tls_cert, args.tls_key, args.client_ca, args.bind, args.log)
 

@@ -34,7 +34,7 @@ def real_data() -> Path:
 @pytest.fixture(scope="module")
 def tff_context():
     """TFF workers for a test module, stopped afterwards."""
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     execution.install()
     yield

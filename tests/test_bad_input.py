@@ -389,7 +389,7 @@ CASES = {
         FEDAVG + ["--out", "TMP/run", "--lr", "0.01"],
         "holds a run with a different configuration",
     ),
-    # `fedprune worker --port` rows: tests/engine/test_fail_closed.py (no --out/--data-dir)
+    # `fedprune worker --port` rows: tests/workers/test_fail_closed.py (no --out/--data-dir)
     "remote-timeout -1": (
         _nothing,
         FEDAVG + ["--remote-timeout", "-1"],

@@ -404,3 +404,15 @@ def test_configs_method_registry_and_cli_load_no_tensorflow(graph):
     assert LIGHT_CLI in light
     found = [chain for module in light for chain in heavy_imports(graph, module)]
     assert found == [], "importing these must not load TensorFlow:\n" + "\n".join(found)
+
+
+def test_workers_know_no_computation(graph):
+    """Where computations run is apart from what they compute: the worker, sandbox and TLS
+    code imports nothing of the engine's computations, the models or the algorithms."""
+    computations = ("fedprune.algorithms", "fedprune.models", "fedprune.sparsity")
+    engine = [
+        m for m in graph if _within(m, "fedprune.engine") and m != "fedprune.engine.interrupts"
+    ]
+    found = forbidden_imports(graph, "fedprune.workers", (*computations, *engine))
+    assert found == [], "fedprune.workers imports computations:\n" + "\n".join(found)
+    assert any(_within(m, "fedprune.workers") for m in graph)

@@ -15,9 +15,10 @@ import numpy as np
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
-from fedprune.engine import execution, interrupts
+from fedprune.engine import interrupts
 from fedprune.engine.datasets import round_seed, train_dataset
 from fedprune.errors import ConfigError, FedpruneError
+from fedprune.workers import execution
 
 T = TypeVar("T")
 
@@ -177,6 +178,7 @@ def call_concurrently(calls: Sequence[Callable[[], T]]) -> list[T]:
     that its local workers live (:func:`execution.check_workers`): a worker that Ctrl-C or a
     crash ended would leave the call waiting forever.
     """
+    interrupts.raise_if_received()  # one TensorFlow swallowed since: not forgotten below
     interrupts.install()
     context = tff.framework.get_context_stack().current
     results: list = [None] * len(calls)

@@ -2,9 +2,9 @@
 
 ``worker_binary`` serves TFF's executor service on ``--port`` on every interface, without
 authentication or encryption: whoever reaches the port can run TensorFlow graphs as the user.
-fedprune (:mod:`fedprune.engine.worker_process`) therefore starts it through this program::
+fedprune (:mod:`fedprune.workers.local`) therefore starts it through this program::
 
-    unshare --user --map-root-user --net python -m fedprune.engine.worker_sandbox \\
+    unshare --user --map-root-user --net python -m fedprune.workers.sandbox \\
         --socket DIR/worker.sock --parent-pid PID -- WORKER_BINARY [FLAGS...]
 
 ``unshare`` gives this process a new user and network namespace in which the only interface is
@@ -241,7 +241,7 @@ def serve(socket_path: str, parent_pid: int, command: Sequence[str], timeout: fl
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``--socket PATH --parent-pid PID [--timeout S] -- WORKER_BINARY [FLAGS]``."""
-    parser = argparse.ArgumentParser(prog="python -m fedprune.engine.worker_sandbox")
+    parser = argparse.ArgumentParser(prog="python -m fedprune.workers.sandbox")
     parser.add_argument("--socket", required=True, help="Unix socket to create (mode 0600)")
     parser.add_argument("--parent-pid", type=int, default=0, help="exit if not our parent")
     parser.add_argument("--timeout", type=float, default=60.0, help="worker start limit (60)")

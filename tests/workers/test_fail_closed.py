@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from fedprune.cli import main
-from fedprune.engine import remote_worker, worker_process
+from fedprune.workers import local as worker_process
+from fedprune.workers import remote as remote_worker
 from tests.conftest import har_arrays, write_uci_har
 
 FEDAVG = ["train", "fedavg", "--dataset", "uci_har", "--rounds", "1", "--clients-per-round", "2"]
@@ -222,7 +223,7 @@ def test_reproduce_hands_unsafe_open_workers_to_its_runs(no_sandbox, monkeypatch
 
 
 def test_library_install_without_sandbox_is_refused(no_sandbox):
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     with pytest.raises(execution.WorkerError, match="no userns here.*--unsafe-open-workers"):
         execution.install(num_local_workers=2)
@@ -421,7 +422,7 @@ def test_bad_worker_numbers_are_one_error_line(argv, fragment, tmp_path, capsys)
 
 @pytest.mark.slow
 def test_unsafe_train_runs_with_workers_on_loopback_only(no_unshare, tmp_path, monkeypatch, capsys):
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     data = tmp_path / "data"
     (data / "uci_har").mkdir(parents=True)

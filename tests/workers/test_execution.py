@@ -18,7 +18,7 @@ CHILD = textwrap.dedent(
     import sys
     import numpy as np
     import tensorflow_federated as tff
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     targets = execution.install(num_local_workers=int(sys.argv[1]), log_dir=sys.argv[3])
 
@@ -104,7 +104,8 @@ KILLED_MID_CALL = textwrap.dedent(
     import numpy as np
     import tensorflow as tf
     import tensorflow_federated as tff
-    from fedprune.engine import execution, rounds
+    from fedprune.engine import rounds
+    from fedprune.workers import execution
 
     execution.install(num_local_workers=1)
 
@@ -140,7 +141,7 @@ LEAK_CHECK = textwrap.dedent(
     import json, os, sys, threading
     import numpy as np
     import tensorflow_federated as tff
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
     def mean(x):

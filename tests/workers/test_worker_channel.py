@@ -12,7 +12,7 @@ import grpc
 import pytest
 import tensorflow_federated as tff
 
-from fedprune.engine import worker_channel
+from fedprune.workers import channel as worker_channel
 
 
 class _RecordingChannel(grpc.Channel):

@@ -8,7 +8,7 @@ whoever reaches its port runs TensorFlow graphs as the user. Here every local wo
 
 * is started eagerly, from the main thread, by :func:`install`;
 * runs in a private user + network namespace and is reached through a Unix socket only this
-  user can open (:mod:`fedprune.engine.worker_process`). Where that sandbox cannot be made,
+  user can open (:mod:`fedprune.workers.local`). Where that sandbox cannot be made,
   :func:`install` refuses with :class:`WorkerError` before anything starts, naming the cause
   and the ways out; with ``unsafe_open_workers`` it runs the plain worker instead, listening on
   loopback only (an ``LD_PRELOAD`` ``bind()`` interposer, which needs a C compiler), without
@@ -18,7 +18,7 @@ whoever reaches its port runs TensorFlow graphs as the user. Here every local wo
   :func:`shutdown`.
 
 Remote workers (``remote_workers`` as ``HOST:PORT``) are ``fedprune worker`` processes on
-other hosts (:mod:`fedprune.engine.remote_worker`), reached with mutual TLS (:class:`RemoteTLS`).
+other hosts (:mod:`fedprune.workers.remote`), reached with mutual TLS (:class:`RemoteTLS`).
 A plain-text remote target is refused unless ``insecure_remote`` is set. Each remote worker is
 probed first (TCP, TLS and the HTTP/2 answer, bounded by ``remote_timeout``), so an
 unreachable or refusing worker fails with one line naming it and the fix.
@@ -44,15 +44,15 @@ from pathlib import Path
 import grpc
 import tensorflow_federated as tff
 
-from fedprune.engine import worker_channel
-from fedprune.engine.worker_process import (
+from fedprune.errors import ConfigError
+from fedprune.workers import channel as worker_channel
+from fedprune.workers.local import (
     WorkerError,
     WorkerProcess,
     note_unsafe,
     require_sandbox,
     worker_binary_path,
 )
-from fedprune.errors import ConfigError
 
 __all__ = [
     "RemoteTLS",
@@ -334,7 +334,7 @@ def _close_event_loop(context: object) -> None:
     epoll descriptor and a socket pair behind. A process that runs many commands
     (``fedprune/reproduce/shared_process.py``) ran out of descriptors after ~300 runs
     (``select()`` refuses those >= 1024). Private attributes of the pinned TFF; the test
-    ``tests/engine/test_execution.py::test_install_and_shutdown_leave_no_descriptor``
+    ``tests/workers/test_execution.py::test_install_and_shutdown_leave_no_descriptor``
     fails loudly if they change."""
     runner = getattr(context, "_async_runner", None)
     loop = getattr(runner, "_event_loop", None)

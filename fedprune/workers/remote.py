@@ -1,7 +1,7 @@
 """``fedprune worker``: a TFF worker for other hosts, behind mutual TLS.
 
 ``worker_binary`` itself has no authentication or encryption. Here it runs sandboxed (only a
-Unix socket of this user reaches it, :mod:`fedprune.engine.worker_process`), and this module
+Unix socket of this user reaches it, :mod:`fedprune.workers.local`), and this module
 terminates TLS on ``BIND:PORT`` in front of it:
 
 * the server presents ``--tls-cert``/``--tls-key`` and *requires* a client certificate signed
@@ -13,7 +13,7 @@ terminates TLS on ``BIND:PORT`` in front of it:
 
 Refuses to start where the sandbox is unavailable: the worker's own port would then be open,
 unauthenticated, next to the protected one. fedprune connects with ``--remote-worker
-HOST:PORT --tls-ca CA --tls-cert CERT --tls-key KEY`` (:mod:`fedprune.engine.execution`).
+HOST:PORT --tls-ca CA --tls-cert CERT --tls-key KEY`` (:mod:`fedprune.workers.execution`).
 One asyncio loop runs both sides; TLS goes through OpenSSL memory BIOs, so a refused client
 still receives the alert that says why. Standard library only; TensorFlow is never imported here.
 """
@@ -28,8 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fedprune.engine.worker_process import WorkerProcess, require_sandbox
 from fedprune.errors import ConfigError
+from fedprune.workers.local import WorkerProcess, require_sandbox
 
 HANDSHAKE_TIMEOUT = 10.0
 _CHUNK = 1 << 20

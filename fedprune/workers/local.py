@@ -3,7 +3,7 @@
 A plain ``worker_binary --port=P`` serves TFF's executor service on every interface of the
 host, without authentication: anyone who can reach the port can run TensorFlow graphs as the
 user. :class:`WorkerProcess` therefore starts it inside a new user + network namespace
-(``unshare --user --map-root-user --net``) through :mod:`fedprune.engine.worker_sandbox`, which
+(``unshare --user --map-root-user --net``) through :mod:`fedprune.workers.sandbox`, which
 forwards a Unix socket (mode 0600, in a private 0700 directory) to the worker's port on the
 namespace's own loopback; the gRPC target is ``unix:<dir>/worker.sock``.
 
@@ -477,7 +477,7 @@ class WorkerProcess:
         return subprocess.Popen(
             [
                 *("unshare", "--user", "--map-root-user", "--net"),
-                *(sys.executable, "-m", "fedprune.engine.worker_sandbox"),
+                *(sys.executable, "-m", "fedprune.workers.sandbox"),
                 *("--socket", str(sock), "--parent-pid", str(os.getpid())),
                 *("--timeout", str(timeout), "--", *worker),
             ],

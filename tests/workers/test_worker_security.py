@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedprune.engine import worker_process
 from fedprune.errors import ConfigError
+from fedprune.workers import local as worker_process
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -196,7 +196,7 @@ def pki(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture
 def no_leftovers():
     """Every test: no worker of this process and no worker_binary below it afterwards."""
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     before = set(_our_worker_binaries())  # a module's `fedprune worker` may run already
     yield
@@ -209,7 +209,7 @@ def no_leftovers():
 
 
 def test_tls_options_go_together():
-    from fedprune.engine.execution import RemoteTLS
+    from fedprune.workers.execution import RemoteTLS
 
     assert RemoteTLS.from_options(None, None, None) is None
     with pytest.raises(ConfigError, match="--tls-ca, --tls-cert and --tls-key go together"):
@@ -217,7 +217,7 @@ def test_tls_options_go_together():
 
 
 def test_plain_text_remote_is_refused(no_leftovers):
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     with pytest.raises(ConfigError, match="plain text.*--tls-ca.*--insecure-remote"):
         execution.install(num_local_workers=0, remote_workers=("127.0.0.1:9",))
@@ -235,7 +235,7 @@ def test_cli_refuses_plain_text_remote(tmp_path, capsys, no_leftovers):
 
 
 def test_insecure_remote_notes_once_and_unreachable_fails_fast(capsys, no_leftovers):
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -255,7 +255,7 @@ def test_insecure_remote_notes_once_and_unreachable_fails_fast(capsys, no_leftov
 
 def test_silent_remote_times_out(pki, no_leftovers):
     """A host that accepts TCP but never answers: one clear line after remote_timeout."""
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     with socket.create_server(("127.0.0.1", 0)) as silent:
         target = f"127.0.0.1:{silent.getsockname()[1]}"
@@ -270,7 +270,7 @@ def test_silent_remote_times_out(pki, no_leftovers):
 
 def test_without_sandbox_no_worker_starts(tmp_path, monkeypatch, capsys):
     """No sandbox: refused with one message naming the cause and both ways out; the worker
-    never runs and no log is made (tests/engine/test_fail_closed.py has the rest)."""
+    never runs and no log is made (tests/workers/test_fail_closed.py has the rest)."""
     ran = tmp_path / "ran"
     fake = tmp_path / "worker_binary"
     fake.write_text(f"#!/bin/sh\ntouch {ran}\nexec sleep 30\n")
@@ -292,7 +292,7 @@ def test_without_sandbox_no_worker_starts(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_local_worker_has_no_host_port_and_computes(no_leftovers):
     _sandbox_or_skip()
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     (target,) = execution.install()
     assert target.startswith("unix:")
@@ -333,7 +333,7 @@ def _sandboxed_stand_in(directory: Path, start_delay: float) -> subprocess.Popen
     return subprocess.Popen(
         [
             *("unshare", "--user", "--map-root-user", "--net"),
-            *(sys.executable, "-m", "fedprune.engine.worker_sandbox"),
+            *(sys.executable, "-m", "fedprune.workers.sandbox"),
             *("--socket", str(directory / "worker.sock"), "--parent-pid", str(os.getpid())),
             *("--", sys.executable, "-c", STAND_IN_WORKER, str(start_delay)),
         ],
@@ -429,7 +429,7 @@ def tls_worker(pki, tmp_path_factory):
 
 @pytest.mark.slow
 def test_mutual_tls_gives_the_local_result(pki, tls_worker, no_leftovers):
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     address, _ = tls_worker
     mean = _mean_computation()
@@ -446,7 +446,7 @@ def test_mutual_tls_gives_the_local_result(pki, tls_worker, no_leftovers):
 
 @pytest.mark.slow
 def test_client_certificate_from_another_ca_is_refused(pki, tls_worker, no_leftovers):
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     address, stderr = tls_worker
     tls = execution.RemoteTLS(
@@ -494,7 +494,7 @@ def test_client_without_certificate_is_refused(pki, tls_worker):
 
 @pytest.mark.slow
 def test_plain_text_client_gets_nothing_from_tls_worker(tls_worker, capsys, no_leftovers):
-    from fedprune.engine import execution
+    from fedprune.workers import execution
 
     address, _ = tls_worker
     with pytest.raises(execution.WorkerError, match=f"remote TFF worker {address}"):

@@ -2,7 +2,7 @@
  *
  * TFF's worker_binary binds [::]:PORT (every interface) and has no flag to choose the
  * address. With --unsafe-open-workers, where the network sandbox is unavailable, fedprune
- * (fedprune/engine/worker_process.py) compiles this file once into a private cache folder
+ * (fedprune/workers/local.py) compiles this file once into a private cache folder
  * and starts worker_binary with LD_PRELOAD naming it. Every bind() to a wildcard address
  * then binds the matching loopback address instead:
  *
