@@ -24,6 +24,7 @@ from fedprune.cli import main
 from fedprune.workers import local as worker_process
 from fedprune.workers import remote as remote_worker
 from tests.conftest import har_arrays, write_uci_har
+from tests.workers.test_worker_security import _descendants, _our_worker_binaries
 
 FEDAVG = ["train", "fedavg", "--dataset", "uci_har", "--rounds", "1", "--clients-per-round", "2"]
 FEDAVG += ["--local-epochs", "1", "--no-progress"]
@@ -73,30 +74,12 @@ def no_sandbox(tmp_path, monkeypatch):
 
 
 def _children() -> dict[int, str]:
-    """pid -> command line of every process below this one."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
-            except (OSError, IndexError):
-                continue
-            if fields[0] != "Z":
-                table[int(entry)] = (int(fields[1]), cmd.decode(errors="replace"))
-    found, frontier = {}, [os.getpid()]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, cmd) in table.items():
-            if ppid == parent and pid not in found:
-                found[pid] = cmd
-                frontier.append(pid)
-    return found
+    """pid -> command line of every live process below this one."""
+    return _descendants(os.getpid())
 
 
 def _worker_binaries() -> list[int]:
-    return [p for p, cmd in _children().items() if cmd.split(" ", 1)[0].endswith("worker_binary")]
+    return _our_worker_binaries()
 
 
 def _wait_gone(pids, timeout: float = 10.0) -> bool:
