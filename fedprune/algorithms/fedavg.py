@@ -18,7 +18,7 @@ from fedprune.checks import check_at_most
 from fedprune.communication import eq13_bytes
 from fedprune.configs.fedavg import FedAvgConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
-from fedprune.data.registry import dataset_info, har_recipe, load_recorded
+from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.process import build_fedavg_process
@@ -126,7 +126,7 @@ def run_fedavg(
         shapes=lambda _arrays: weight_shapes(spec),
     )
     client_acc = client_accuracies(spec.keras(), data.clients, result.state.trainable)
-    shape, labels = dataset_info(config.dataset)
+    shape, labels = data.input_shape, data.class_names
     summary = {
         "method": config.method,
         "dataset": config.dataset,

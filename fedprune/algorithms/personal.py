@@ -10,7 +10,7 @@ from typing import Protocol
 import numpy as np
 
 from fedprune.data.partition import FederatedData
-from fedprune.data.registry import dataset_info, har_recipe
+from fedprune.data.registry import har_recipe
 from fedprune.finetune import FineTuned, finetune_and_evaluate
 from fedprune.metrics import noise_summary
 from fedprune.runs import RunDir, artefacts
@@ -30,6 +30,7 @@ class FineTuneSettings(Protocol):
     split: str
     label_noise: tuple[float, float] | None
     classes_per_client: int | None
+    dataset_sha256: str | None
 
 
 def finetune_personal(
@@ -62,7 +63,7 @@ def finetune_personal(
         for entry in tuned.summary.values():
             client_acc = {int(k): v for k, v in entry["client_acc"].items()}
             entry["label_noise"] = noise_summary(data.noisy_clients, client_acc)
-    shape, labels = dataset_info(settings.dataset)
+    shape, labels = data.input_shape, data.class_names
     manifest = har_manifest(
         "personal",
         har_recipe(settings),

@@ -12,18 +12,12 @@ from typing import Any
 
 from fedprune.checks import POSITIVE, SEED, Rule, count, each, interval, one_of, optional
 from fedprune.configs.fields import float_tuple, int_tuple, param
-from fedprune.configs.protocol import SPLITS
+from fedprune.configs.protocol import SPLITS, is_user_file
 from fedprune.errors import ConfigError
 
 # the HAR datasets of fedprune.data.registry.DATASETS (not imported: it loads scipy;
 # tests/configs/test_har.py checks the two agree)
 HAR_DATASETS = ("uci_har", "wisdm")
-USER_SUFFIX = ".npz"
-
-
-def is_user_file(dataset: str) -> bool:
-    """Whether ``--dataset`` names your own ``.npz`` file rather than a built-in dataset."""
-    return dataset.endswith(USER_SUFFIX)
 
 
 def _check_dataset(name: str, value: str) -> str:

@@ -24,9 +24,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Protocol, TypeVar
 
+from fedprune.errors import DataError
+
 # fedprune.data.partition.SPLITS (not imported: it loads numpy; tests check they agree)
 SPLITS = ("time-ordered", "random")
 STANDARDIZE = {"uci_har": False, "wisdm": True}
+USER_SUFFIX = ".npz"
 # options added later, with what a run directory made before each existed used:
 # runs.as_recorded leaves them out of such a run's record, so it resumes
 BEFORE_SPLIT = {
@@ -35,6 +38,11 @@ BEFORE_SPLIT = {
     "classes_per_client": None,
     "dataset_sha256": None,
 }
+
+
+def is_user_file(dataset: str) -> bool:
+    """Whether ``--dataset`` names your own ``.npz`` file rather than a built-in dataset."""
+    return dataset.endswith(USER_SUFFIX)
 
 
 class HasProtocol(Protocol):
@@ -57,8 +65,13 @@ def with_protocol(config: C, recorded: Mapping | None) -> C:
     split = "time-ordered" if split is None else split
     standardize = STANDARDIZE.get(config.dataset, False) if standardize is None else standardize
     sha = config.dataset_sha256
-    if config.dataset.endswith(".npz"):  # your own file: its bytes now
+    if is_user_file(config.dataset):  # your own file: its bytes now, the run's bytes then
         from fedprune.data.user import file_sha256
 
         sha = file_sha256(config.dataset)
+        if recorded is not None and recorded.get("dataset_sha256", sha) != sha:
+            raise DataError(
+                f"--dataset {config.dataset} is not the file this run was trained on (its "
+                "SHA-256 differs); restore that file, or choose another --out for the new data"
+            )
     return dataclasses.replace(config, split=split, standardize=standardize, dataset_sha256=sha)

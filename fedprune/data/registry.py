@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from fedprune.configs.har import is_user_file
+from fedprune.configs.protocol import is_user_file
 from fedprune.data import cache, sources
 from fedprune.data.clustered_partition import ClientImages, partition_clients
 from fedprune.data.images import load_images
@@ -108,14 +108,10 @@ def load_federated(
 
 
 def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
-    """(window shape, class names) of HAR dataset ``name``, without reading its files (your
-    own ``.npz`` file: read for them)."""
+    """(window shape, class names) of built-in HAR dataset ``name``, without reading its
+    files (a run on your own ``.npz`` file records both in its deploy manifest)."""
     from fedprune.data import uci_har as u
     from fedprune.data import wisdm as w
-
-    if is_user_file(name):
-        data = read_npz(name)
-        return (int(data.x.shape[1]), int(data.x.shape[2])), data.class_names
 
     info = {
         "uci_har": ((u.WINDOW, len(u.SIGNALS)), u.CLASS_NAMES),
@@ -128,7 +124,8 @@ def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
 
 def har_recipe(config: object) -> dict:
     """The data recipe of a HAR method's configuration (its ``dataset``, ``seed``,
-    ``standardize``, ``split``, ``label_noise``, ``classes_per_client``): what the run loads
+    ``standardize``, ``split``, ``label_noise``, ``classes_per_client``, ``dataset_sha256``):
+    what the run loads
     through :func:`load_recorded` and records as its deploy manifest's ``data``, so training
     and export read the same clients. Scenarios appear only when set."""
     recipe = {
@@ -142,7 +139,7 @@ def har_recipe(config: object) -> dict:
         recipe["label_noise"] = list(config.label_noise)
     if config.classes_per_client is not None:
         recipe["classes_per_client"] = config.classes_per_client
-    if getattr(config, "dataset_sha256", None) is not None:
+    if config.dataset_sha256 is not None:
         recipe["sha256"] = config.dataset_sha256
     return recipe
 

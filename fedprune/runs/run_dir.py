@@ -121,12 +121,6 @@ class RunDir:
             new = json.loads(json.dumps(self.config))  # tuples as lists, as in the file
             if old != new:
                 diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-                if diff == ["dataset_sha256"]:
-                    raise ConfigError(
-                        f"--dataset {new.get('dataset')} is not the file the run in "
-                        f"{self.path} was trained on (its SHA-256 differs); restore that file, "
-                        "or choose another --out for the new data"
-                    )
                 raise ConfigError(
                     f"{self.path} holds a run with a different configuration "
                     f"(differs in: {', '.join(diff)}); choose another --out"

@@ -52,6 +52,6 @@ def test_own_npz_trains_records_its_hash_and_refuses_a_changed_file(tmp_path, ca
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "is not the file the run in" in err and "SHA-256 differs" in err
+    assert "is not the file this run was trained on (its SHA-256 differs)" in err
     with pytest.raises(DataError, match="has changed since the run was trained"):
         load_recorded(recipe)

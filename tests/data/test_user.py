@@ -3,6 +3,8 @@ dataset, the time order is kept, and every bad input is one DataError that says 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -169,3 +171,20 @@ def test_file_sha256_changes_with_the_bytes(tmp_path):
     assert user.file_sha256(path) != (
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     )
+
+
+def test_the_protocol_settles_the_file_hash_and_refuses_other_bytes(tmp_path):
+    from fedprune.configs.fedavg import FedAvgConfig
+    from fedprune.configs.protocol import with_protocol
+
+    path = tmp_path / "d.npz"
+    path.write_bytes(b"abc")
+    config = with_protocol(FedAvgConfig(str(path)), None)
+    assert config.dataset_sha256 == user.file_sha256(path)
+    assert not config.standardize and config.split == "time-ordered"
+    recorded = dataclasses.asdict(config)  # the run's config.json
+    assert with_protocol(FedAvgConfig(str(path)), recorded) == config
+    path.write_bytes(b"abd")
+    with pytest.raises(DataError, match="is not the file this run was trained on"):
+        with_protocol(FedAvgConfig(str(path)), recorded)
+    assert with_protocol(FedAvgConfig("uci_har"), None).dataset_sha256 is None
