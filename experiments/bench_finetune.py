@@ -5,7 +5,7 @@ Every variant trains every client's copy of the CNN from the same start under th
 masks (Adam 1e-3, batch 32, E epochs, masks re-applied after every step) and evaluates it on
 the client's test windows:
 
-* ``stacked grouped`` / ``stacked per-client``: ``fedprune.finetune.finetune_all``, all clients
+* ``stacked grouped`` / ``stacked per-client``: ``fedprune.algorithms.caafp.finetune.finetune_all``, all clients
   as one stacked computation (``fedprune.engine.stacked``) with either convolution formulation;
   ``grouped`` needs oneDNN (its gradient has no other CPU kernel) and is listed as "not
   available" where it does not run;
@@ -39,7 +39,7 @@ def keras_per_client(data, start, masks, epochs: int) -> list[float]:  # noqa: A
     """One masked Keras model, compiled and fitted once per client."""
     import tensorflow as tf
 
-    from fedprune.metrics import accuracy
+    from fedprune.engine.metrics import accuracy
     from fedprune.models.spec import ModelSpec
 
     spec = ModelSpec(data.input_shape, data.num_classes, seed=0)
@@ -60,9 +60,9 @@ def measure(dataset: str, epochs: int, data_dir: str | None) -> dict:
     """Every variant that runs in this process: {variant: [seconds, windows/s, accuracy]}."""
     import numpy as np
 
+    from fedprune.algorithms.caafp.finetune import finetune_all
     from fedprune.data.registry import load_federated
     from fedprune.engine.stacked import default_conv_formulation, grouped_conv_gradient_available
-    from fedprune.finetune import finetune_all
     from fedprune.models.spec import ModelSpec
     from fedprune.sparsity import masks as M
     from fedprune.sparsity.layers import kernel_flags, merge, select

@@ -85,7 +85,7 @@ METHODS: dict[str, Method] = {
             "Cluster-Aware Adaptive Federated Pruning (Algorithm 1 of the paper) on TFF. "
             + _PIPELINE_FILES,
             CAAFPConfig,
-            "fedprune.algorithms.caafp:run_caafp",
+            "fedprune.algorithms.caafp.prune_and_heal:run_caafp",
             _PIPELINE_START,
         ),
         Method(

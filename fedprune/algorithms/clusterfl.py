@@ -38,9 +38,9 @@ import numpy as np
 import tensorflow_federated as tff
 from sklearn.cluster import KMeans
 
+from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.checks import check_at_most
-from fedprune.communication import CommAccounts
 from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
 from fedprune.data.partition import FederatedData

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import tensorflow_federated as tff
 
+from fedprune.algorithms.caafp.communication import eq13_bytes
 from fedprune.checks import check_at_most
-from fedprune.communication import eq13_bytes
 from fedprune.configs.fedavg import FedAvgConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.loop import Step, run_rounds
+from fedprune.engine.metrics import fairness, noise_summary
 from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
-from fedprune.metrics import fairness, noise_summary
 from fedprune.models.spec import ModelSpec
 from fedprune.runs import RunDir, as_recorded, recorded_config
 from fedprune.runs.deploy import har_manifest

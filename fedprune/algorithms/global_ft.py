@@ -6,6 +6,6 @@ per-client masked fine-tuning of the one global sparse model.
 
 from __future__ import annotations
 
-from fedprune.algorithms.caafp import run_caafp as run_global_ft
+from fedprune.algorithms.caafp.prune_and_heal import run_caafp as run_global_ft
 
 __all__ = ["run_global_ft"]

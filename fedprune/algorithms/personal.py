@@ -9,10 +9,10 @@ from typing import Protocol
 
 import numpy as np
 
+from fedprune.algorithms.caafp.finetune import FineTuned, finetune_and_evaluate
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe
-from fedprune.finetune import FineTuned, finetune_and_evaluate
-from fedprune.metrics import noise_summary
+from fedprune.engine.metrics import noise_summary
 from fedprune.runs import RunDir, artefacts
 from fedprune.runs.deploy import har_manifest
 

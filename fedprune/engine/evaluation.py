@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from fedprune.data.partition import ClientData
-from fedprune.metrics import accuracy
+from fedprune.engine.metrics import accuracy
 
 
 def client_accuracies(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fedprune.algorithms import refinetune as R
-from fedprune.algorithms.caafp import run_caafp
+from fedprune.algorithms.caafp.prune_and_heal import run_caafp
 from fedprune.algorithms.clusterfl import run_clusterfl
 from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.configs.pipeline import CAAFPConfig

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from fedprune.algorithms.caafp import run_caafp
+from fedprune.algorithms.caafp.prune_and_heal import run_caafp
 from fedprune.algorithms.fedavg import run_fedavg
 from fedprune.configs.fedavg import FedAvgConfig
 from fedprune.configs.pipeline import CAAFPConfig

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from fedprune.algorithms.caafp.finetune import finetune_all
 from fedprune.data.partition import ClientData
 from fedprune.engine.stacked import (
     StackedModel,
@@ -18,7 +19,6 @@ from fedprune.engine.stacked import (
     plan_of,
     predict_each,
 )
-from fedprune.finetune import finetune_all
 from fedprune.models.cnn1d import build_har_cnn
 
 SHAPE = (16, 3)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.algorithms.pipeline.phases import (
     PipelineRounds,
@@ -25,7 +26,6 @@ from fedprune.algorithms.pipeline.policy import MaskPolicy
 from fedprune.algorithms.pipeline.scope import check_block, check_layerwise, kernel_layer_names
 from fedprune.algorithms.pipeline.state import PipelineState
 from fedprune.checks import check_at_most
-from fedprune.communication import CommAccounts
 from fedprune.configs.pipeline import PipelineConfig
 from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
 from fedprune.data.partition import FederatedData

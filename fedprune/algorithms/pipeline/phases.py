@@ -23,9 +23,9 @@ import functools
 import numpy as np
 import tensorflow_federated as tff
 
+from fedprune.algorithms.caafp.clustering import cluster_clients
 from fedprune.algorithms.pipeline.policy import MaskPolicy, update_masks
 from fedprune.algorithms.pipeline.state import PipelineState
-from fedprune.clustering import cluster_clients
 from fedprune.data.partition import ClientData
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.clustered import build_clustered_round, run_clustered_round

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fedprune.communication import CommAccounts
+from fedprune.algorithms.caafp.communication import CommAccounts
 
 Weights = list[np.ndarray]
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.pipeline.state import PipelineState
-from fedprune.communication import CommAccounts
 
 
 def _accounts(saved=None):

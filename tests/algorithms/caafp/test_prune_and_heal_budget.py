@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fedprune.algorithms.caafp import PruneAndHeal
+from fedprune.algorithms.caafp.prune_and_heal import PruneAndHeal
 from fedprune.cli import build_parser
 from fedprune.configs.pipeline import CAAFPConfig, EfficientFLConfig
 from fedprune.errors import ConfigError

@@ -17,8 +17,8 @@ import numpy as np
 from tqdm import tqdm
 
 from fedprune.data.partition import ClientData, FederatedData
+from fedprune.engine.metrics import accuracy, fairness
 from fedprune.engine.stacked import StackedModel, predict_each
-from fedprune.metrics import accuracy, fairness
 from fedprune.models.spec import ModelSpec
 from fedprune.models.table import MODELS
 from fedprune.sparsity.layers import kernel_flags, select

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fedprune.communication import CommAccounts, eq13_bytes, payload_bytes
+from fedprune.algorithms.caafp.communication import CommAccounts, eq13_bytes, payload_bytes
 
 
 def test_eq13_bytes_by_hand():

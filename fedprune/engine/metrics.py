@@ -1,6 +1,6 @@
 """Evaluation metrics of the CA-AFP paper (Section 4.4): accuracy and fairness.
 
-Communication is in :mod:`fedprune.communication`.
+Communication is in :mod:`fedprune.algorithms.caafp.communication`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fedprune.clustering import cluster_clients, cosine_distance_matrix
+from fedprune.algorithms.caafp.clustering import cluster_clients, cosine_distance_matrix
 from fedprune.errors import ConfigError
 
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from fedprune.communication import eq13_bytes, payload_bytes
-from fedprune.metrics import accuracy, fairness
+from fedprune.algorithms.caafp.communication import eq13_bytes, payload_bytes
+from fedprune.engine.metrics import accuracy, fairness
 
 
 def test_accuracy():
@@ -34,7 +34,7 @@ def test_payload_bitmask_plus_values():
 
 
 def test_noise_summary_splits_the_mean_accuracy_by_noisy_and_clean_clients():
-    from fedprune.metrics import noise_summary
+    from fedprune.engine.metrics import noise_summary
 
     acc = {1: 0.5, 2: 0.7, 3: 0.9, 4: 1.0}
     assert noise_summary([3, 1], acc) == {"clients": [1, 3], "noisy_acc": 0.7, "clean_acc": 0.85}
