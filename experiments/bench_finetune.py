@@ -5,8 +5,8 @@ Every variant trains every client's copy of the CNN from the same start under th
 masks (Adam 1e-3, batch 32, E epochs, masks re-applied after every step) and evaluates it on
 the client's test windows:
 
-* ``stacked grouped`` / ``stacked per-client``: ``fedprune.algorithms.caafp.finetune.finetune_all``, all clients
-  as one stacked computation (``fedprune.engine.stacked``) with either convolution formulation;
+* ``stacked grouped`` / ``stacked per-client``:
+  ``fedprune.algorithms.caafp.finetune.finetune_all``, all clients as one stacked computation (``fedprune.engine.stacked``) with either convolution formulation;
   ``grouped`` needs oneDNN (its gradient has no other CPU kernel) and is listed as "not
   available" where it does not run;
 * ``Keras fit per client``: one masked Keras model, compiled and fitted client after client.

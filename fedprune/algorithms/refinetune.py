@@ -23,7 +23,8 @@ The new run directory ``out`` holds:
   compute behind the run).
 
 Fine-tuning uses the source's seed, batch size and learning rate, and each client's random
-streams depend only on (seed, client) (:func:`fedprune.algorithms.caafp.finetune.finetune_all`), so a length
+streams depend only on (seed, client)
+(:func:`fedprune.algorithms.caafp.finetune.finetune_all`), so a length
 the source also has gives the same numbers (tests/algorithms/test_refinetune.py). Fine-tuning
 is not checkpointed: an interrupted ``fedprune finetune`` starts it again; a finished one is
 returned as it is.
