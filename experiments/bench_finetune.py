@@ -6,7 +6,8 @@ masks (Adam 1e-3, batch 32, E epochs, masks re-applied after every step) and eva
 the client's test windows:
 
 * ``stacked grouped`` / ``stacked per-client``:
-  ``fedprune.algorithms.caafp.finetune.finetune_all``, all clients as one stacked computation (``fedprune.engine.stacked``) with either convolution formulation;
+  ``fedprune.algorithms.caafp.finetune.finetune_all``, all clients as one stacked
+  computation (``fedprune.engine.stacked``) with either convolution formulation;
   ``grouped`` needs oneDNN (its gradient has no other CPU kernel) and is listed as "not
   available" where it does not run;
 * ``Keras fit per client``: one masked Keras model, compiled and fitted client after client.
