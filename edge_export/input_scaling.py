@@ -100,6 +100,15 @@ class ChannelPad1D(tf.keras.layers.Layer):
         }
 
 
+def can_fold(model: tf.keras.Model) -> bool:
+    """Whether :func:`fold_input_scaling` can fold into ``model``'s first layer (a Dense, or
+    a Conv1D with stride 1, no dilation, one group, 'same' or 'valid' padding and a bias)."""
+    first = chain_layers(model)[0]
+    if isinstance(first, tf.keras.layers.Dense):
+        return True
+    return type(first) is tf.keras.layers.Conv1D and _plain_conv(first)
+
+
 def fold_input_scaling(model: tf.keras.Model, scaling: InputScaling) -> tf.keras.Model:
     """A model computing ``model(x)`` from ``z = scaling.apply(x)``, batch size 1 (what the
     device runs; it lets the converter fold the padding constants)."""
@@ -112,7 +121,7 @@ def fold_input_scaling(model: tf.keras.Model, scaling: InputScaling) -> tf.keras
         )
         replacement = [folded]
         weights = [scaling.scale[:, None] * kernel, bias + scaling.offset @ kernel]
-    elif isinstance(first, tf.keras.layers.Conv1D) and _plain_conv(first):
+    elif type(first) is tf.keras.layers.Conv1D and _plain_conv(first):
         kernel, bias = first.get_weights()
         width = kernel.shape[0]
         folded = tf.keras.layers.Conv1D(

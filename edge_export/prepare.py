@@ -10,11 +10,12 @@ model as it is.
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import numpy as np
 import tensorflow as tf
 
-from edge_export.input_scaling import InputScaling, fold_input_scaling
+from edge_export.input_scaling import InputScaling, can_fold, fold_input_scaling
 from edge_export.logit_range import decision_logit_range, logits, with_logit_range
 from fedprune.data.partition import ClientData
 from fedprune.errors import ConfigError
@@ -66,7 +67,14 @@ def prepare_for_format(
     if logit_range not in LOGIT_RANGES:
         raise ConfigError(f"--logit-range must be one of {LOGIT_RANGES}, got {logit_range!r}")
     prepared = Prepared(model)
-    if fmt in SCALED_INPUT_FORMATS and input_scaling == "per-channel":
+    if fmt in SCALED_INPUT_FORMATS and input_scaling == "per-channel" and not can_fold(model):
+        first = model.layers[1 if isinstance(model.layers[0], tf.keras.layers.InputLayer) else 0]
+        note_once(
+            f"edge-export: note: the model's first layer {first.name!r} "
+            f"({type(first).__name__}) cannot take per-channel input scaling; its integer "
+            "files use one input scale (as --input-scaling per-tensor)"
+        )
+    elif fmt in SCALED_INPUT_FORMATS and input_scaling == "per-channel":
         scaling = InputScaling.fit(x_calibration)
         prepared = Prepared(fold_input_scaling(model, scaling), scaling)
     if fmt in LOGIT_RANGE_FORMATS and logit_range == "decision":
@@ -75,3 +83,13 @@ def prepare_for_format(
             prepared, model=with_logit_range(prepared.model, lo, hi), logit_range=(lo, hi)
         )
     return prepared
+
+
+_NOTED: set[str] = set()
+
+
+def note_once(line: str) -> None:
+    """Print ``line`` to stderr once per process (a note that holds for every client)."""
+    if line not in _NOTED:
+        _NOTED.add(line)
+        print(line, file=sys.stderr)

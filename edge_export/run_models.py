@@ -6,7 +6,8 @@ client's model after ``--ft-epochs`` of fine-tuning (with its cluster's kernel m
 run was pruned); ``community`` runs (FedCRef's autoencoders) go to
 :mod:`edge_export.autoencoders`. The client data is loaded again from the manifest's recipe
 (:func:`fedprune.data.registry.load_recorded`), the architecture is rebuilt from the model
-table (:mod:`fedprune.models.table`) with the manifest's input shape and labels.
+table (:mod:`fedprune.models.table`) with the manifest's input shape and labels, or, for a run
+of your own model, from the run's ``model.json`` (:mod:`fedprune.models.user`).
 
 Reading the run and its data imports no TensorFlow: the command line checks everything before
 the heavy imports (only :meth:`RunModels.keras` imports it).
@@ -24,6 +25,7 @@ from fedprune.data.partition import ClientData, FederatedData
 from fedprune.data.registry import load_recorded
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.table import ModelEntry, model_entry
+from fedprune.models.user import is_user_model
 from fedprune.runs import names
 from fedprune.runs.deploy import DeployManifest
 from fedprune.runs.files import RETRAIN
@@ -53,10 +55,18 @@ class DeployedWeights:
     clusters: dict[int, int] | None = None
 
 
-def classifier_entry(run: FinishedRun, manifest: DeployManifest) -> ModelEntry:
-    """The model table entry of a classifier run; an unknown model (or an autoencoder) is
-    a :class:`DataError` naming the file the manifest came from."""
+def classifier_entry(run: FinishedRun, manifest: DeployManifest) -> ModelEntry | None:
+    """The model table entry of a classifier run (``None`` for your own model, whose
+    architecture file must be there); an unknown model (or an autoencoder) is a
+    :class:`DataError` naming the file the manifest came from."""
     where = run.path / (names.SUMMARY if "deploy" in run.summary else names.CONFIG)
+    if is_user_model(manifest.model):
+        if not (run.path / names.MODEL_ARCHITECTURE).is_file():
+            raise DataError(
+                f"{run.path}: the run was trained with your model {manifest.model!r} but its "
+                f"{names.MODEL_ARCHITECTURE} is missing; {RETRAIN}"
+            )
+        return None
     try:
         entry = model_entry(manifest.model)
     except ConfigError as err:
@@ -126,7 +136,15 @@ class RunModels:
 
     def keras(self, client_id: int) -> tf.keras.Model:
         """The client's model in Keras (imports TensorFlow)."""
-        model = model_entry(self.manifest.model).build(self.manifest.input_shape, len(self.labels))
+        from fedprune.models.spec import ModelSpec
+        from fedprune.models.user import resolve
+
+        model = ModelSpec(
+            tuple(self.manifest.input_shape),
+            len(self.labels),
+            seed=0,
+            model=resolve(self.manifest.model, None, self.path),
+        ).keras()
         try:
             model.set_weights(self.weights[client_id])
         except ValueError as err:  # another architecture's (or a damaged file's) weights

@@ -1,5 +1,8 @@
 """fedprune: clustered, pruned federated learning on TensorFlow Federated, for edge devices.
 
+The Python API is :mod:`fedprune.api`; its names are also reachable here (``fedprune.caafp``,
+``fedprune.from_arrays``, ...), imported on first use so that ``import fedprune`` stays light.
+
 Importing fedprune before TensorFlow turns TensorFlow's oneDNN CPU kernels on
 (``TF_ENABLE_ONEDNN_OPTS=1``) unless the variable is already set. TF 2.14 turns them on by
 itself only on CPUs with AVX-512 VNNI / BF16 / AMX; elsewhere (most laptops, AVX2-only AMD
@@ -35,3 +38,21 @@ def release_tff_at_exit() -> None:
 atexit.register(release_tff_at_exit)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """The public names of :mod:`fedprune.api`, imported on first use."""
+    import importlib
+
+    api = importlib.import_module("fedprune.api")
+    if name in api.__all__:
+        return getattr(api, name)
+    raise AttributeError(f"module 'fedprune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    import importlib
+
+    api = importlib.import_module("fedprune.api")
+
+    return sorted(set(globals()) | set(api.__all__))

@@ -333,7 +333,8 @@ def _data_stats(args: argparse.Namespace) -> None:
 
 def _train(args: argparse.Namespace) -> None:
     """Build the method's configuration (a bad value fails here, before anything is made),
-    check ``--out``, then train with the TFF workers installed."""
+    check ``--out``, then run the method's trainer (:mod:`fedprune.api`, the same object the
+    Python API gives) on the TFF workers the options name."""
     from fedprune.quiet import quiet_environment, quiet_python_logging
 
     quiet_environment(args.verbose)  # before TensorFlow is imported
@@ -343,12 +344,24 @@ def _train(args: argparse.Namespace) -> None:
         from fedprune.workers.local import require_sandbox
 
         require_sandbox(_unsafe_open_workers(args))
-    from fedprune.runs import check_out_dir, owned_run_dir
+    from fedprune.api.trainer import Trainer, Workers
+    from fedprune.runs import check_out_dir
+    from fedprune.workers.execution import RemoteTLS
 
     quiet_python_logging()
     check_out_dir(args.out)
-    with owned_run_dir(args.out):
-        _install_and_run(args, config, method.run_function())
+    workers = Workers(
+        local=args.workers if not args.remote_worker else 0,
+        remote=tuple(args.remote_worker),
+        tls=RemoteTLS.from_options(args.tls_ca, args.tls_cert, args.tls_key),
+        insecure_remote=args.insecure_remote,
+        remote_timeout=args.remote_timeout,
+        unsafe_open=_unsafe_open_workers(args),
+    )
+    result = Trainer(method, config).run(
+        args.out, data_dir=args.data_dir, progress=not args.no_progress, workers=workers
+    )
+    print(json.dumps(_brief(result.summary), indent=2))
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -377,26 +390,6 @@ def _unsafe_open_workers(args: argparse.Namespace) -> bool:
     """``--unsafe-open-workers``, or ``FEDPRUNE_UNSAFE_OPEN_WORKERS=1`` (how ``fedprune
     reproduce --unsafe-open-workers`` hands the choice to the runs it trains)."""
     return args.unsafe_open_workers or os.environ.get(UNSAFE_OPEN_WORKERS_ENV) == "1"
-
-
-def _install_and_run(args: argparse.Namespace, config: object, runner: object) -> None:
-    """Start the TFF workers, train, stop the workers; print the summary."""
-    from fedprune.workers import execution
-
-    execution.install(
-        num_local_workers=args.workers if not args.remote_worker else 0,
-        remote_workers=tuple(args.remote_worker),
-        log_dir=os.path.join(args.out, "tff-logs"),
-        remote_tls=execution.RemoteTLS.from_options(args.tls_ca, args.tls_cert, args.tls_key),
-        insecure_remote=args.insecure_remote,
-        remote_timeout=args.remote_timeout,
-        unsafe_open_workers=_unsafe_open_workers(args),
-    )
-    try:
-        summary = runner(config, args.out, args.data_dir, progress=not args.no_progress)
-    finally:
-        execution.shutdown()
-    print(json.dumps(_brief(summary), indent=2))
 
 
 def _worker(args: argparse.Namespace) -> None:

@@ -46,6 +46,10 @@ class Method:
     # methods that fine-tune personal models: "module:function" giving a finished run's
     # fine-tuning inputs, (run, data, model spec) -> ({client: start}, {client: kernel masks})
     finetune_start: str | None = None
+    # which of your own data the method takes (the Python API and --dataset PATH.npz):
+    # "windows" (fedprune.data.user, with your own model_fn too), "table"
+    # (fedprune.data.tables), or "" (its built-in datasets only)
+    data: str = ""
 
     def run_function(self) -> Callable[..., dict]:
         """The runner (imports its module, and so TensorFlow, on first call)."""
@@ -78,6 +82,7 @@ METHODS: dict[str, Method] = {
             "summary.json to --out." + _RESUMES,
             FedAvgConfig,
             "fedprune.algorithms.fedavg:run_fedavg",
+            data="windows",
         ),
         Method(
             "caafp",
@@ -87,6 +92,7 @@ METHODS: dict[str, Method] = {
             CAAFPConfig,
             "fedprune.algorithms.caafp.prune_and_heal:run_caafp",
             _PIPELINE_START,
+            data="windows",
         ),
         Method(
             "global_ft",
@@ -96,6 +102,7 @@ METHODS: dict[str, Method] = {
             GlobalFTConfig,
             "fedprune.algorithms.global_ft:run_global_ft",
             _PIPELINE_START,
+            data="windows",
         ),
         Method(
             "fedchar",
@@ -105,6 +112,7 @@ METHODS: dict[str, Method] = {
             FedCHARConfig,
             "fedprune.algorithms.fedchar:run_fedchar",
             _PIPELINE_START,
+            data="windows",
         ),
         Method(
             "efficientfl",
@@ -114,6 +122,7 @@ METHODS: dict[str, Method] = {
             EfficientFLConfig,
             "fedprune.algorithms.efficientfl:run_efficientfl",
             _PIPELINE_START,
+            data="windows",
         ),
         Method(
             "fedsnip",
@@ -123,6 +132,7 @@ METHODS: dict[str, Method] = {
             FedSNIPConfig,
             "fedprune.algorithms.fedsnip:run_fedsnip",
             _PIPELINE_START,
+            data="windows",
         ),
         Method(
             "clusterfl",
@@ -134,6 +144,7 @@ METHODS: dict[str, Method] = {
             ClusterFLConfig,
             "fedprune.algorithms.clusterfl:run_clusterfl",
             "fedprune.algorithms.clusterfl:finetune_start",
+            data="windows",
         ),
         Method(
             "fedcref",
@@ -196,6 +207,7 @@ METHODS: dict[str, Method] = {
             "ACC, levels, bytes, times) to --out.",
             FedHireConfig,
             "fedprune.algorithms.fedhire.experiment:run_fedhire",
+            data="table",
         ),
         Method(
             "kfed",
@@ -204,6 +216,7 @@ METHODS: dict[str, Method] = {
             "centres into k*. Same files as fedhire.",
             KFedConfig,
             "fedprune.algorithms.fedhire.experiment:run_fedhire",
+            data="table",
         ),
         Method(
             "fedkmeans",
@@ -213,6 +226,7 @@ METHODS: dict[str, Method] = {
             "k-means). Each object takes its nearest final centroid. Same files as fedhire.",
             FedKMeansConfig,
             "fedprune.algorithms.fedhire.experiment:run_fedhire",
+            data="table",
         ),
     )
 }

@@ -50,10 +50,11 @@ from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.process import build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_rounds_concurrently, sample_clients
 from fedprune.models.spec import ModelSpec
+from fedprune.models.user import UserModel, resolve, write_architecture
 from fedprune.runs import RunDir, artefacts, as_recorded, names, recorded_config
 from fedprune.runs.files import damaged
 from fedprune.runs.finished import FinishedRun
-from fedprune.sparsity.layers import kernel_flags, select
+from fedprune.sparsity.layers import dense_layers, kernel_flags, select
 
 
 def omega_step(
@@ -125,8 +126,10 @@ def run_clusterfl(
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    model: UserModel | None = None,
 ) -> dict:
-    """Train (or resume, or return the finished) ClusterFL run in ``out``."""
+    """Train (or resume, or return the finished) ClusterFL run in ``out``. ``model``: your own
+    model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
     config = with_protocol(config, recorded_config(out))
     record = as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT)
     run = RunDir.existing(out, record)
@@ -136,8 +139,12 @@ def run_clusterfl(
     clients = f"{config.dataset}'s clients"
     check_at_most("clusters", config.clusters, data.num_clients, clients)
     check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
+    trained = resolve(config.model, model, out)
+    spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
+    keras = spec.keras()  # your model is checked before anything is written
     run = run or RunDir(out, record)  # only now: a refused configuration leaves no directory
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
+    if isinstance(trained, UserModel):
+        write_architecture(keras, run.path)
     init = [np.asarray(w) for w in spec.initial_weights().trainable]
     ids = [c.client_id for c in data.clients]
     by_id = {c.client_id: c for c in data.clients}
@@ -214,7 +221,9 @@ def run_clusterfl(
     state = result.state
     artefacts.write_clusters(run.path, {cid: int(state.labels[row_of[cid]]) for cid in ids})
     start, ones = personal_starts(state.w, ids, spec)
-    tuned, deploy = finetune_personal(run, data, start, ones, config, progress, pruned=False)
+    tuned, deploy = finetune_personal(
+        run, data, start, ones, config, progress, pruned=False, model=trained
+    )
     summary = {
         "method": config.method,
         "dataset": config.dataset,
@@ -222,6 +231,7 @@ def run_clusterfl(
         "rounds": config.rounds,
         "num_clients": data.num_clients,
         "params": n_params,
+        "dense_layers": dense_layers(keras),
         "clusters": {str(c): int(np.sum(state.labels == c)) for c in range(config.clusters)},
         "sparsity": tuned.sparsity,
         **state.accounts.summary(),

@@ -19,6 +19,7 @@ import numpy as np
 
 from fedprune.algorithms.oneshot import run_pruned_once
 from fedprune.configs.pipeline import PipelineConfig
+from fedprune.models.user import UserModel
 
 
 def magnitude_scores(
@@ -33,6 +34,7 @@ def run_efficientfl(
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    model: UserModel | None = None,
 ) -> dict:
     """Train (or resume, or return the finished) efficientfl run in ``out``; returns the summary."""
-    return run_pruned_once(config, magnitude_scores, out, data_dir, progress)
+    return run_pruned_once(config, magnitude_scores, out, data_dir, progress, model)

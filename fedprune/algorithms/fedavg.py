@@ -25,8 +25,10 @@ from fedprune.engine.metrics import fairness, noise_summary
 from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
 from fedprune.models.spec import ModelSpec
+from fedprune.models.user import UserModel, resolve, write_architecture
 from fedprune.runs import RunDir, as_recorded, recorded_config
 from fedprune.runs.deploy import har_manifest
+from fedprune.sparsity.layers import dense_layers
 
 
 @dataclasses.dataclass
@@ -60,8 +62,10 @@ def run_fedavg(
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    model: UserModel | None = None,
 ) -> dict:
-    """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary."""
+    """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary.
+    ``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
     config = with_protocol(config, recorded_config(out))
     record = as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT)
     run = RunDir.existing(out, record)
@@ -74,8 +78,12 @@ def run_fedavg(
         data.num_clients,
         f"{config.dataset}'s clients",
     )
+    trained = resolve(config.model, model, out)
+    spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
+    keras = spec.keras()  # your model is checked before anything is written
     run = run or RunDir(out, record)  # only now: a refused configuration leaves no directory
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
+    if isinstance(trained, UserModel):
+        write_architecture(keras, run.path)
     process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
     params = int(sum(w.size for w in spec.initial_weights().trainable))
     by_id = {c.client_id: c for c in data.clients}
@@ -125,7 +133,7 @@ def run_fedavg(
         progress=progress,
         shapes=lambda _arrays: weight_shapes(spec),
     )
-    client_acc = client_accuracies(spec.keras(), data.clients, result.state.trainable)
+    client_acc = client_accuracies(keras, data.clients, result.state.trainable)
     shape, labels = data.input_shape, data.class_names
     summary = {
         "method": config.method,
@@ -134,6 +142,7 @@ def run_fedavg(
         "rounds": config.rounds,
         "num_clients": data.num_clients,
         "params": params,
+        "dense_layers": dense_layers(keras),
         "avg_acc": sum(client_acc.values()) / len(client_acc),
         "fairness": fairness(client_acc),
         "client_acc": {str(k): v for k, v in client_acc.items()},
@@ -145,6 +154,7 @@ def run_fedavg(
             har_recipe(config),
             shape,
             labels,
+            model=spec.recorded_model,
         ).to_json(),
     }
     if data.noisy_clients:

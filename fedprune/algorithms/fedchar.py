@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fedprune.algorithms.pipeline import run_pipeline
 from fedprune.configs.pipeline import PipelineConfig
+from fedprune.models.user import UserModel
 
 
 def run_fedchar(
@@ -23,6 +24,7 @@ def run_fedchar(
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    model: UserModel | None = None,
 ) -> dict:
     """Train (or resume, or return the finished) FedCHAR run in ``out``; returns the summary."""
-    return run_pipeline(config, None, out, data_dir, progress)
+    return run_pipeline(config, None, out, data_dir, progress, model)

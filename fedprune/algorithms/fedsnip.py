@@ -20,6 +20,7 @@ import numpy as np
 
 from fedprune.algorithms.oneshot import run_pruned_once
 from fedprune.configs.pipeline import PipelineConfig
+from fedprune.models.user import UserModel
 
 
 def snip_scores(
@@ -34,6 +35,7 @@ def run_fedsnip(
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    model: UserModel | None = None,
 ) -> dict:
     """Train (or resume, or return the finished) fedsnip run in ``out``; returns the summary."""
-    return run_pruned_once(config, snip_scores, out, data_dir, progress)
+    return run_pruned_once(config, snip_scores, out, data_dir, progress, model)

@@ -15,6 +15,7 @@ import numpy as np
 
 from fedprune.algorithms.pipeline import run_pipeline
 from fedprune.configs.pipeline import PipelineConfig
+from fedprune.models.user import UserModel
 from fedprune.sparsity import masks as M
 
 Score = Callable[
@@ -52,6 +53,7 @@ def run_pruned_once(
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    model: UserModel | None = None,
 ) -> dict:
     """Run the pipeline with the mask set once by ``score`` at ``config.target_sparsity``."""
     policy = (
@@ -59,4 +61,4 @@ def run_pruned_once(
         if config.phases[2] > 0
         else None
     )
-    return run_pipeline(config, policy, out, data_dir, progress)
+    return run_pipeline(config, policy, out, data_dir, progress, model)

@@ -13,6 +13,7 @@ from fedprune.algorithms.caafp.finetune import FineTuned, finetune_and_evaluate
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe
 from fedprune.engine.metrics import noise_summary
+from fedprune.models.user import UserModel
 from fedprune.runs import RunDir, artefacts
 from fedprune.runs.deploy import har_manifest
 
@@ -41,11 +42,13 @@ def finetune_personal(
     settings: FineTuneSettings,
     progress: bool,
     pruned: bool,
+    model: str | UserModel = "har_cnn",
 ) -> tuple[FineTuned, dict]:
     """Fine-tune every client from ``start[id]`` under ``kernel_masks[id]``, write each
     length's ``personal_ft<E>.npz``; returns the result and the summary's ``deploy`` entry
     (``pruned``: the run also wrote ``masks.npz``). With noisy clients (``--label-noise``)
-    each length's entry also gives the noisy and the clean clients' mean accuracy."""
+    each length's entry also gives the noisy and the clean clients' mean accuracy. ``model``:
+    the table model's name or your own (recorded in the deploy manifest)."""
     tuned = finetune_and_evaluate(
         data,
         start,
@@ -56,6 +59,7 @@ def finetune_personal(
         settings.learning_rate,
         desc=f"{settings.method} {settings.dataset} fine-tuning {data.num_clients} clients",
         progress=progress,
+        model=model,
     )
     for epochs, personal in tuned.models.items():
         artefacts.write_personal_models(run.path, epochs, personal)
@@ -72,5 +76,6 @@ def finetune_personal(
         settings.ft_epochs,
         pruned=pruned,
         clustered=True,
+        model=model.recorded if isinstance(model, UserModel) else model,
     )
     return tuned, manifest.to_json()

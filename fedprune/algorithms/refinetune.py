@@ -46,11 +46,19 @@ from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.errors import ConfigError
 from fedprune.lazy import resolve
 from fedprune.methods import METHODS, Method
+from fedprune.models import user
 from fedprune.models.spec import ModelSpec
 from fedprune.runs import FinishedRun, RunDir, names, open_finished
 from fedprune.runs.run_dir import check_out_dir
 
-COPIED = (names.METRICS, names.CHECKPOINT, names.CLUSTERS, names.MASKS, names.CLUSTER_MODELS)
+COPIED = (
+    names.METRICS,
+    names.CHECKPOINT,
+    names.CLUSTERS,
+    names.MASKS,
+    names.CLUSTER_MODELS,
+    names.MODEL_ARCHITECTURE,
+)
 
 
 def fine_tuning_methods() -> list[str]:
@@ -105,7 +113,8 @@ def refinetune(
     method = METHODS[run.method]
     config = with_protocol(method_config(method, record), run.config)
     data = load_recorded(har_recipe(config), data_dir)
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
+    trained = user.resolve(config.model, None, run.path)  # a table model, or the run's model.json
+    spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
     start, kernel_masks = resolve(method.finetune_start)(run, data, spec)
     target = existing or RunDir(out, record)
 
@@ -118,6 +127,7 @@ def refinetune(
         config,
         progress,
         pruned=(run.path / names.MASKS).exists(),
+        model=trained,
     )
     seconds = time.perf_counter() - clock
     for name in COPIED:

@@ -33,6 +33,7 @@ class ClusterFLConfig(Config):
     classes_per_client: int | None = har.classes_per_client()
     method: str = har.method("clusterfl")
     dataset_sha256: str | None = har.dataset_sha256()
+    model: str = har.model()
 
     def check(self) -> None:
         # the Omega step's system (2 alpha + rho) I - 2 beta F F^T must be positive definite;

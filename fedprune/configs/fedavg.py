@@ -25,3 +25,4 @@ class FedAvgConfig(Config):
     classes_per_client: int | None = har.classes_per_client()
     method: str = har.method("fedavg")
     dataset_sha256: str | None = har.dataset_sha256()
+    model: str = har.model()

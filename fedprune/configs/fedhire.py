@@ -1,14 +1,25 @@
-"""The configuration of Fed-HIRE and its k-FED baseline on the 10 UCI tables
-(:mod:`fedprune.algorithms.fedhire`). Defaults are the paper's §4.1 (η, k0 ratio 0.5 for
-FCPL and MCPL, L = 8 clients) and the readings of the package docstring."""
+"""The configurations of the one-shot clustering family on the 10 UCI tables
+(:mod:`fedprune.algorithms.fedhire`): Fed-HIRE, its k-FED baseline and multi-round federated
+k-means. Defaults are the Fed-HIRE paper's §4.1 (η, k0 ratio 0.5 for FCPL and MCPL, L = 8
+clients; ``../shared/papers/Fed-HIRE.txt``) and the readings of the package docstring.
+
+Each configuration class names its clusterer (:meth:`FedHireConfig.clusterer`, imported only
+when a run starts, so the command line stays free of TensorFlow); the method-agnostic runner
+:func:`fedprune.algorithms.fedhire.experiment.run_fedhire` runs whichever it is given. The
+k-means baselines keep Fed-HIRE's competitive-learning fields, unused, so that every
+``config.json`` of the family has the same keys."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, ClassVar
 
-from fedprune.checks import POSITIVE, SEED, count, interval, one_of, optional
+from fedprune.checks import POSITIVE, SEED, Rule, count, interval, one_of, optional
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
+from fedprune.configs.protocol import is_user_file
+from fedprune.errors import ConfigError
+from fedprune.lazy import resolve
 
 # fedprune.data.uci_tabular.TABULAR_NAMES (not imported: the command line stays light;
 # tests/algorithms/fedhire check they agree)
@@ -24,13 +35,39 @@ TABULAR_DATASETS = (
     "pendigits",
     "letter_recognition",
 )
+# the keys of fedprune.algorithms.fedhire.algorithm.CLIENT_STEPS and SERVER_ATTEMPTS (not
+# imported, as above; tests/algorithms/fedhire check they agree)
+CLIENT_METHODS = ("fcpl", "kmeans")
+SERVER_METHODS = ("mcpl", "kmeans")
+# Fed-HIRE's competitive-learning fields: recorded by the k-means baselines, never used there
+COMPETITIVE_LEARNING_FIELDS = frozenset({"eta", "k0_ratio", "client_method", "server_method"})
+
+
+def _check_dataset(name: str, value: str) -> str:
+    if isinstance(value, str) and (value in TABULAR_DATASETS or is_user_file(value)):
+        return value
+    raise ConfigError(
+        f"--dataset must be one of {', '.join(TABULAR_DATASETS)} or the path of your own .npz "
+        f"table (docs/data.md), got {value!r}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class FedHireConfig(Config):
-    """One Fed-HIRE run (``method`` fedhire) or k-FED baseline run (``method`` kfed)."""
+    """One Fed-HIRE run (``method`` fedhire): FCPL on the clients, MCPL, the data-enhanced
+    representation and weighted k-modes on the server (Table 4's k-means in place of either
+    with ``client_method`` / ``server_method``). The fields up to ``seed`` are the whole
+    family's: the table, its split over the clients, k* and the seed."""
 
-    dataset: str = param(help="UCI table", rule=one_of(TABULAR_DATASETS))
+    # "module:Class" of the clusterer (built by its ``from_config(config)``)
+    CLUSTERER: ClassVar[str] = "fedprune.algorithms.fedhire.clusterers:FedHire"
+
+    dataset: str = param(
+        help="UCI table, or your own table as PATH.npz (keys x, client_id, optional y; "
+        "docs/data.md)",
+        rule=Rule(_check_dataset, ""),
+        metavar="{" + ",".join(TABULAR_DATASETS) + ",PATH.npz}",
+    )
     partition: str = param(
         "authors",
         help="clients: the authors' 8 splits, or the paper's text (k-means clusterlets of each "
@@ -50,33 +87,56 @@ class FedHireConfig(Config):
     client_method: str = param(
         "fcpl",
         help="client clustering (kmeans: Table 4's ablation)",
-        rule=one_of(("fcpl", "kmeans")),
+        rule=one_of(CLIENT_METHODS),
     )
     server_method: str = param(
         "mcpl",
         help="server clustering (kmeans: Table 4's ablation)",
-        rule=one_of(("mcpl", "kmeans")),
+        rule=one_of(SERVER_METHODS),
     )
     seed: int = param(0, help="seed of the partition and the clustering", rule=SEED)
     method: str = har.method("fedhire")
+    dataset_sha256: str | None = har.dataset_sha256()
+
+    def recorded(self) -> dict:
+        """``config.json``'s record: the SHA-256 only for your own file (a built-in table's
+        runs record none, as before it existed)."""
+        record = dataclasses.asdict(self)
+        if record["dataset_sha256"] is None:
+            del record["dataset_sha256"]
+        return record
 
     def unused_fields(self) -> frozenset[str]:
-        unused = set() if self.partition == "paper" else {"num_clients"}
-        if self.method in ("kfed", "fedkmeans"):
-            unused |= {"eta", "k0_ratio", "client_method", "server_method"}
-        return frozenset(unused)
+        if is_user_file(self.dataset):  # your table comes with its clients
+            return frozenset({"partition", "num_clients"})
+        return frozenset() if self.partition == "paper" else frozenset({"num_clients"})
+
+    def clusterer(self) -> Any:  # noqa: ANN401 (fedprune.algorithms.fedhire.clusterers.Clusterer)
+        """The clusterer this configuration describes
+        (a :class:`fedprune.algorithms.fedhire.clusterers.Clusterer`; imports its module now)."""
+        return resolve(self.CLUSTERER).from_config(self)
 
 
 @dataclasses.dataclass(frozen=True)
 class KFedConfig(FedHireConfig):
     """k-FED: one-shot federated k-means (local k-means, server k-means of the centres)."""
 
+    CLUSTERER: ClassVar[str] = "fedprune.algorithms.fedhire.clusterers:KFed"
+
     method: str = har.method("kfed")
+
+    def unused_fields(self) -> frozenset[str]:
+        return super().unused_fields() | COMPETITIVE_LEARNING_FIELDS
 
 
 @dataclasses.dataclass(frozen=True)
 class FedKMeansConfig(FedHireConfig):
     """Multi-round federated k-means (TFF's ``build_fed_kmeans``): the iterative baseline."""
 
+    CLUSTERER: ClassVar[str] = "fedprune.algorithms.fedhire.clusterers:FedKMeans"
+
     rounds: int = param(20, help="federated k-means rounds", rule=count())
     method: str = har.method("fedkmeans")
+
+    def unused_fields(self) -> frozenset[str]:
+        return super().unused_fields() | COMPETITIVE_LEARNING_FIELDS

@@ -18,6 +18,7 @@ from fedprune.errors import ConfigError
 # the HAR datasets of fedprune.data.registry.DATASETS (not imported: it loads scipy;
 # tests/configs/test_har.py checks the two agree)
 HAR_DATASETS = ("uci_har", "wisdm")
+USER_MODEL = "user:"  # fedprune.models.user.PREFIX (not imported: it is not a config module)
 
 
 def _check_dataset(name: str, value: str) -> str:
@@ -42,6 +43,24 @@ def dataset_sha256() -> Any:  # noqa: ANN401
     """Not an option: the SHA-256 of your own ``--dataset`` file, settled when the run starts
     (:func:`fedprune.configs.protocol.with_protocol`), so a changed file is not resumed."""
     return param(None, help="SHA-256 of your own --dataset file", cli=False)
+
+
+def _check_model(name: str, value: str) -> str:
+    from fedprune.models.table import MODELS
+
+    known = [n for n, e in MODELS.items() if e.task == "classification"]
+    if isinstance(value, str) and (value in known or value.startswith(USER_MODEL)):
+        return value
+    raise ConfigError(
+        f"model must be one of {', '.join(known)} or {USER_MODEL}<name> (your own model, given "
+        f"to the Python API as model_fn), got {value!r}"
+    )
+
+
+def model() -> Any:  # noqa: ANN401
+    """Not an option: the model trained, a table name or ``user:<name>`` for your own
+    (:mod:`fedprune.models.user`; set by the Python API from its ``model_fn``)."""
+    return param("har_cnn", help="the model trained", rule=Rule(_check_model, ""), cli=False)
 
 
 def rounds(default: int = 50) -> Any:  # noqa: ANN401

@@ -43,7 +43,7 @@ PAPER_SCORE_WEIGHTS = {"uci_har": (0.5, 0.25, 0.25), "wisdm": (0.25, 0.25, 0.5)}
 # fedprune.sparsity.masks.BUDGETS (not imported: it loads numpy; tests/configs check they agree)
 BUDGETS = ("global", "layerwise")
 
-MODEL = "har_cnn"  # the model every pipeline method trains (fedprune.models.table)
+MODEL = "har_cnn"  # the table model the pipeline methods train (fedprune.models.table)
 
 
 def _check_phases(name: str, phases: tuple[int, ...]) -> tuple[int, ...]:
@@ -61,7 +61,8 @@ def _check_phases(name: str, phases: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _check_prune_layers(name: str, names: tuple[str, ...]) -> tuple[str, ...]:
-    check_layer_names(names, MODELS[MODEL].kernel_layers)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"--prune-layers must name at least one layer, got {names!r}")
     return names
 
 
@@ -143,6 +144,7 @@ class PipelineConfig(Config):
     label_noise: tuple[float, float] | None = har.label_noise()
     classes_per_client: int | None = har.classes_per_client()
     dataset_sha256: str | None = har.dataset_sha256()
+    model: str = har.model()
 
     def check(self) -> None:
         if self.phases[1] + self.phases[2] > 0 and self.clients_per_round < self.clusters:
@@ -160,8 +162,9 @@ class PipelineConfig(Config):
                 self._set(name, value)
         if abs(sum(weights) - 1.0) > 1e-6:  # Eq. 8
             raise ConfigError(f"--alpha + --beta + --gamma must be 1, got {sum(weights):g}")
-        if self.prune_layers is not None:  # in model order, each once
-            chosen = tuple(n for n in MODELS[MODEL].kernel_layers if n in self.prune_layers)
+        if self.prune_layers is not None and self.model in MODELS:  # in model order, each once
+            check_layer_names(self.prune_layers, MODELS[self.model].kernel_layers)
+            chosen = tuple(n for n in MODELS[self.model].kernel_layers if n in self.prune_layers)
             self._set("prune_layers", chosen)
         self._set("phases", tuple(self.phases))
         self._set("ft_epochs", tuple(self.ft_epochs))

@@ -37,6 +37,7 @@ BEFORE_SPLIT = {
     "label_noise": None,
     "classes_per_client": None,
     "dataset_sha256": None,
+    "model": "har_cnn",
 }
 
 
@@ -45,11 +46,14 @@ def is_user_file(dataset: str) -> bool:
     return dataset.endswith(USER_SUFFIX)
 
 
-class HasProtocol(Protocol):
+class HasDataFile(Protocol):
     dataset: str
+    dataset_sha256: str | None
+
+
+class HasProtocol(HasDataFile, Protocol):
     split: str | None
     standardize: bool | None
-    dataset_sha256: str | None
 
 
 C = TypeVar("C", bound=HasProtocol)
@@ -64,14 +68,22 @@ def with_protocol(config: C, recorded: Mapping | None) -> C:
         standardize = recorded.get("standardize", False) if standardize is None else standardize
     split = "time-ordered" if split is None else split
     standardize = STANDARDIZE.get(config.dataset, False) if standardize is None else standardize
-    sha = config.dataset_sha256
-    if is_user_file(config.dataset):  # your own file: its bytes now, the run's bytes then
-        from fedprune.data.user import file_sha256
-
-        sha = file_sha256(config.dataset)
-        if recorded is not None and recorded.get("dataset_sha256", sha) != sha:
-            raise DataError(
-                f"--dataset {config.dataset} is not the file this run was trained on (its "
-                "SHA-256 differs); restore that file, or choose another --out for the new data"
-            )
+    sha = settled_sha256(config, recorded)
     return dataclasses.replace(config, split=split, standardize=standardize, dataset_sha256=sha)
+
+
+def settled_sha256(config: HasDataFile, recorded: Mapping | None) -> str | None:
+    """The SHA-256 of your own ``--dataset`` file as it is now (``config.dataset_sha256``
+    unchanged for a built-in dataset); a DataError when the run directory (its
+    ``config.json``, ``recorded``) was trained on other bytes."""
+    if not is_user_file(config.dataset):
+        return config.dataset_sha256
+    from fedprune.data.user import file_sha256
+
+    sha = file_sha256(config.dataset)
+    if recorded is not None and recorded.get("dataset_sha256", sha) != sha:
+        raise DataError(
+            f"--dataset {config.dataset} is not the file this run was trained on (its "
+            "SHA-256 differs); restore that file, or choose another --out for the new data"
+        )
+    return sha

@@ -313,3 +313,21 @@ def _integers(value: Any, key: str, n: int, where: str) -> np.ndarray:
         if not np.all(array == np.round(array)):
             raise DataError(f"{where}{key} must hold whole numbers")
     return array.astype(np.int64)
+
+
+def write_npz(data: WindowedDataset, path: str | os.PathLike) -> Path:
+    """Write ``data`` as an ``.npz`` file :func:`read_npz` reads back the same (the windows
+    in their order, which is the time order); returns the path. Written to a temporary name
+    first, so an interrupted write never leaves a partial file under ``path``."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(
+        tmp,
+        x=data.x,
+        y=data.y,
+        client_id=data.subject,
+        class_names=np.array(data.class_names),
+        channel_names=np.array(data.channel_names),
+    )
+    os.replace(tmp, path)
+    return path

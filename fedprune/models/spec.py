@@ -1,7 +1,8 @@
 """Model specs: what a learning process needs to know about its model.
 
-A spec names a :data:`fedprune.models.table.MODELS` entry and holds the arguments of its
-builder (input shape, classes, initialization seed). It gives the Keras model, the loss, the
+A spec names a :data:`fedprune.models.table.MODELS` entry, or holds your own model function
+(:class:`fedprune.models.user.UserModel`), and the arguments of its builder (input shape,
+classes, initialization seed). It gives the Keras model, the loss, the
 batched input spec, TFF's model function and the deterministic initial weights; the engine
 (:mod:`fedprune.engine.process`) takes a spec and never imports a concrete builder.
 """
@@ -17,17 +18,25 @@ import tensorflow_federated as tff
 from fedprune.engine.datasets import element_spec, reconstruction_spec
 from fedprune.errors import ConfigError
 from fedprune.models.table import ModelEntry, model_entry
+from fedprune.models.user import UserModel, check_autoencoder, check_classifier
 
 
 class _SpecBase:
     """Shared by the model specs: the TFF model function and deterministic initial weights."""
 
     seed: int
-    model: str
+    model: str | UserModel
 
     def entry(self) -> ModelEntry:
-        """This spec's model table entry."""
+        """This spec's model table entry (a ConfigError for your own model)."""
+        if isinstance(self.model, UserModel):
+            raise ConfigError(f"model {self.model.name!r} is yours, not in the model table")
         return model_entry(self.model)
+
+    @property
+    def recorded_model(self) -> str:
+        """The model's name as a run records it: a table name, or ``user:<name>``."""
+        return self.model.recorded if isinstance(self.model, UserModel) else self.model
 
     def keras(self) -> tf.keras.Model:
         raise NotImplementedError
@@ -57,6 +66,8 @@ class _SpecBase:
         )
 
     def _check_task(self, task: str) -> None:
+        if isinstance(self.model, UserModel):
+            return  # checked when first built
         if self.entry().task != task:
             raise ConfigError(
                 f"model {self.model!r} is a {self.entry().task} model; "
@@ -71,13 +82,18 @@ class ModelSpec(_SpecBase):
     input_shape: tuple[int, ...]
     num_classes: int
     seed: int
-    model: str = "har_cnn"
+    model: str | UserModel = "har_cnn"
 
     def __post_init__(self) -> None:
         self._check_task("classification")
 
     def keras(self, masked: bool = False) -> tf.keras.Model:
-        """The uncompiled model; ``masked``: every kernel gets a ``MaskConstraint``."""
+        """The uncompiled model; ``masked``: every kernel gets a ``MaskConstraint`` (table
+        models only)."""
+        if isinstance(self.model, UserModel):
+            model = self.model.build(self.input_shape, self.num_classes, seed=self.seed)
+            check_classifier(model, self.input_shape, self.num_classes, self.model.name)
+            return model
         kwargs = {"masked": True} if masked else {}
         return self.entry().build(self.input_shape, self.num_classes, seed=self.seed, **kwargs)
 
@@ -94,12 +110,16 @@ class AutoencoderSpec(_SpecBase):
 
     input_dim: int
     seed: int
-    model: str = "autoencoder"
+    model: str | UserModel = "autoencoder"
 
     def __post_init__(self) -> None:
         self._check_task("reconstruction")
 
     def keras(self) -> tf.keras.Model:
+        if isinstance(self.model, UserModel):
+            model = self.model.build(self.input_dim, seed=self.seed)
+            check_autoencoder(model, self.input_dim, self.model.name)
+            return model
         return self.entry().build(self.input_dim, seed=self.seed)
 
     def loss(self) -> tf.keras.losses.Loss:

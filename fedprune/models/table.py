@@ -4,7 +4,7 @@ One :class:`ModelEntry` per model: its builder as a ``"module:function"`` string
 on first use (so the command line and the configurations can validate ``--prune-layers``
 against :attr:`ModelEntry.kernel_layers` without the ~2 s TensorFlow import), a one-line
 description, and the names of the layers whose kernels are prunable, in model order (the
-Conv1D and Dense layers: :data:`fedprune.sparsity.layers.PRUNABLE`;
+Conv and Dense layers: :func:`fedprune.sparsity.layers.prunable_weight_names`;
 tests/models/test_table.py checks them against the built models).
 """
 

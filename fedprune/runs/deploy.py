@@ -108,9 +108,11 @@ def har_manifest(
     ft_epochs: tuple[int, ...] = (),
     pruned: bool = False,
     clustered: bool = False,
+    model: str = "har_cnn",
 ) -> DeployManifest:
     """The manifest of a HAR classifier run (``data``: the recipe of
-    :func:`fedprune.data.registry.load_recorded`)."""
+    :func:`fedprune.data.registry.load_recorded`; ``model``: the table model, or
+    ``user:<name>`` for your own, whose architecture is the run's ``model.json``)."""
     models: str | dict[str, str] = (
         {str(e): names.personal_file(e) for e in ft_epochs}
         if kind == "personal"
@@ -119,7 +121,7 @@ def har_manifest(
     return DeployManifest(
         kind=kind,
         models=models,
-        model="har_cnn",
+        model=model,
         input_shape=tuple(input_shape),
         labels=tuple(labels),
         normalization=(

@@ -13,6 +13,8 @@ file                          holds                                             
 ``personal_ft<E>.npz``        each client's model after E fine-tuning epochs         personal
 ``community_models.npz``      FedCRef's community autoencoders                       FedCRef
 ``assignments.npz``           FedCRef's final local clusters per client             FedCRef
+``model.json``                your own model's architecture (Keras ``to_json``)      your model
+``dataset.npz``               your own data given to the Python API as arrays        your data
 ``tff-logs/``                 the TFF workers' logs                                  every run
 ``.fedprune.lock``            present while a process owns the folder (its pid)      every run
 ============================  =====================================================  ==========
@@ -30,6 +32,8 @@ CLUSTER_MODELS = "cluster_models.npz"
 COMMUNITY_MODELS = "community_models.npz"
 ASSIGNMENTS = "assignments.npz"
 WORKER_LOGS = "tff-logs"
+MODEL_ARCHITECTURE = "model.json"
+USER_DATASET = "dataset.npz"
 
 STARTED = (CHECKPOINT, METRICS, SUMMARY)  # a run with any of these has trained a round
 

@@ -1,10 +1,14 @@
-"""Which weights are prunable: an explicit table from Keras layer class to weight names.
+"""Which weights are prunable: tfmot's prune registry, and ``PrunableLayer`` for your own layers.
 
-Conv and dense kernels are prunable; biases stay dense (they are 166 of the HAR CNN's 89,254
-parameters and carry per-unit offsets that pruning would turn into hard zeros). Layers without
-weights (pooling, dropout, flatten) are supported with nothing to prune; any other layer with
-weights is an error naming it, as in tfmot's prune registry. :func:`scope_flags` restricts
-the prunable kernels to named layers (``--prune-layers``).
+A layer's prunable weights are those tfmot would prune
+(:class:`tfmot.sparsity.keras.PrunableLayer`'s ``get_prunable_weights()`` for a custom layer,
+else ``tfmot``'s prune registry: the kernels of Conv and Dense layers, the pointwise kernel of
+SeparableConv, the kernels of recurrent cells, nothing of normalization and pooling layers);
+biases stay dense (they are 166 of the HAR CNN's 89,254 parameters and carry per-unit offsets
+that pruning would turn into hard zeros). A layer with weights the registry does not know, or
+knows with nothing prunable, stays dense: :func:`dense_layers` names those layers, and a run
+records them in ``summary.json`` (``dense_layers``). :func:`scope_flags` restricts the
+prunable kernels to named layers (``--prune-layers``).
 
 This is the one definition of "prunable kernel": every list of per-weight flags comes from
 :func:`prunable_mask_flags` (of a model) or :func:`kernel_flags` (of a model spec, cached),
@@ -19,32 +23,50 @@ from typing import Protocol
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_model_optimization as tfmot
+from tensorflow_model_optimization.python.core.sparsity.keras.prune_registry import PruneRegistry
 
 from fedprune.checks import check_layer_names
 
-PRUNABLE: dict[type, tuple[str, ...]] = {
-    tf.keras.layers.Conv1D: ("kernel",),
-    tf.keras.layers.Conv2D: ("kernel",),
-    tf.keras.layers.Dense: ("kernel",),
-}
+
+def prunable_weight_names(layer: tf.keras.layers.Layer) -> tuple[str, ...]:
+    """The names (``kernel``, ``pointwise_kernel``, ...) of ``layer``'s prunable weights."""
+    if isinstance(layer, tfmot.sparsity.keras.PrunableLayer):
+        return tuple(_short(w.name) for w in layer.get_prunable_weights())
+    if not PruneRegistry.supports(layer):
+        return ()
+    if PruneRegistry._is_rnn_layer(layer):  # noqa: SLF001 (the registry's own test)
+        cells = PruneRegistry._get_rnn_cells(layer)  # noqa: SLF001
+        table = PruneRegistry._RNN_CELLS_WEIGHTS_MAP  # noqa: SLF001
+        return tuple(n for cell in cells for n in table.get(cell.__class__, ()))
+    if layer.__class__ in PruneRegistry._LAYERS_WEIGHTS_MAP:  # noqa: SLF001
+        return tuple(PruneRegistry._weight_names(layer))  # noqa: SLF001
+    return ()  # supported by tfmot through a rule fedprune does not read (attention): dense
+
+
+def _short(name: str) -> str:
+    return name.split("/")[-1].split(":")[0]
 
 
 def prunable_mask_flags(model: tf.keras.Model) -> list[bool]:
     """For each of ``model.trainable_weights``, whether it is a prunable kernel."""
     flags = []
     for layer in model.layers:
-        if not layer.trainable_weights:
-            continue
-        names = next((v for k, v in PRUNABLE.items() if isinstance(layer, k)), None)
-        if names is None:
-            raise ValueError(
-                f"layer {layer.name!r} ({type(layer).__name__}) has weights but no pruning rule"
-            )
-        for w in layer.trainable_weights:
-            flags.append(w.name.split("/")[-1].split(":")[0] in names)
+        names = prunable_weight_names(layer)
+        flags.extend(_short(w.name) in names for w in layer.trainable_weights)
     if len(flags) != len(model.trainable_weights):
-        raise ValueError("trainable weights are not all owned by the model's layers")
+        raise ValueError("trainable weights are not all owned by the model's top-level layers")
     return flags
+
+
+def dense_layers(model: tf.keras.Model) -> list[str]:
+    """The layers with trainable weights of which none is prunable (kept dense)."""
+    return [
+        layer.name
+        for layer in model.layers
+        if layer.trainable_weights
+        and not any(_short(w.name) in prunable_weight_names(layer) for w in layer.trainable_weights)
+    ]
 
 
 def scope_flags(model: tf.keras.Model, layers: Sequence[str] | None = None) -> list[bool]:

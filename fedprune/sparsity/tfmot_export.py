@@ -19,7 +19,7 @@ from tensorflow_model_optimization.python.core.sparsity.keras.pruning_wrapper im
 )
 
 from fedprune.models.table import MODELS
-from fedprune.sparsity.layers import PRUNABLE
+from fedprune.sparsity.layers import prunable_weight_names
 
 _NEVER = 2**62
 
@@ -36,7 +36,7 @@ def to_pruned_keras(
     schedule = tfmot.sparsity.keras.ConstantSparsity(0.5, begin_step=_NEVER, end_step=-1)
 
     def wrap(layer: tf.keras.layers.Layer) -> tf.keras.layers.Layer:
-        if isinstance(layer, tuple(PRUNABLE)):
+        if prunable_weight_names(layer):
             return tfmot.sparsity.keras.prune_low_magnitude(layer, pruning_schedule=schedule)
         return layer
 

@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_model_optimization as tfmot
 
 from fedprune.models.cnn1d import build_har_cnn
-from fedprune.sparsity.layers import prunable_mask_flags
+from fedprune.sparsity.layers import dense_layers, prunable_mask_flags
 
 
 def test_har_cnn_kernels_prunable_biases_dense():
@@ -14,11 +15,57 @@ def test_har_cnn_kernels_prunable_biases_dense():
     assert prunable == 89_254 - 166
 
 
-def test_unknown_layer_with_weights_is_named():
+def _flags_by_weight(model: tf.keras.Model) -> dict[str, bool]:
+    return {w.name: f for w, f in zip(model.trainable_weights, prunable_mask_flags(model))}
+
+
+def test_tfmot_registry_decides_prunable_weights_and_the_rest_stays_dense():
+    inputs = tf.keras.Input((16, 3))
+    h = tf.keras.layers.SeparableConv1D(4, 3, name="sep")(inputs)
+    h = tf.keras.layers.LayerNormalization(name="norm")(h)
+    h = tf.keras.layers.GlobalAveragePooling1D(name="gap")(h)
+    out = tf.keras.layers.Dense(2, activation="softmax", name="probs")(h)
+    model = tf.keras.Model(inputs, out)
+    flags = _flags_by_weight(model)
+    prunable = sorted(n.split(":")[0] for n, f in flags.items() if f)
+    # tfmot prunes SeparableConv's pointwise kernel only, and Dense kernels
+    assert prunable == ["probs/kernel", "sep/pointwise_kernel"]
+    assert len(flags) == 7  # depthwise, pointwise, bias; gamma, beta; kernel, bias
+    assert dense_layers(model) == ["norm"]
+
+
+def test_recurrent_cells_follow_tfmot():
     inputs = tf.keras.Input((4, 2))
     out = tf.keras.layers.LSTM(3, name="rnn")(inputs)
-    with pytest.raises(ValueError, match="'rnn' \\(LSTM\\)"):
-        prunable_mask_flags(tf.keras.Model(inputs, out))
+    flags = _flags_by_weight(tf.keras.Model(inputs, out))
+    assert [n.split("/")[-1].split(":")[0] for n, f in flags.items() if f] == [
+        "kernel",
+        "recurrent_kernel",
+    ]
+
+
+class _Scale(tf.keras.layers.Layer):
+    """A custom layer with one weight, unknown to tfmot's registry."""
+
+    def build(self, shape: tf.TensorShape) -> None:
+        self.w = self.add_weight("w", shape=(shape[-1],), initializer="ones")
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        return x * self.w
+
+
+class _PrunableScale(_Scale, tfmot.sparsity.keras.PrunableLayer):
+    def get_prunable_weights(self) -> list:
+        return [self.w]
+
+
+def test_custom_layers_are_dense_unless_they_are_prunable_layers():
+    inputs = tf.keras.Input((3,))
+    h = _Scale(name="plain")(inputs)
+    out = _PrunableScale(name="mine")(h)
+    model = tf.keras.Model(inputs, out)
+    assert prunable_mask_flags(model) == [False, True]
+    assert dense_layers(model) == ["plain"]
 
 
 def test_select_then_merge_round_trips_and_fills_ones():

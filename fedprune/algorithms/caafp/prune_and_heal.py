@@ -44,6 +44,7 @@ import numpy as np
 
 from fedprune.algorithms.pipeline import run_pipeline
 from fedprune.configs.pipeline import PipelineConfig
+from fedprune.models.user import UserModel
 from fedprune.sparsity import masks as M
 from fedprune.sparsity.schedule import PruneHealSchedule
 from fedprune.sparsity.scores import importance
@@ -108,8 +109,9 @@ def run_caafp(
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    model: UserModel | None = None,
 ) -> dict:
     """Train (or resume, or return the finished) CA-AFP run in ``out``; returns the summary.
     Global-FT (:mod:`fedprune.algorithms.global_ft`) runs through here with K = 1."""
     policy = PruneAndHeal.from_config(config) if config.phases[2] > 0 else None
-    return run_pipeline(config, policy, out, data_dir, progress)
+    return run_pipeline(config, policy, out, data_dir, progress, model)

@@ -1,6 +1,6 @@
 """Fed-HIRE (Cai, Yang, Lu, Li, Ji, Zhang, Cheung, "One-Shot Hierarchical Federated
-Clustering"; ``shared/papers/Fed-HIRE.txt``), issue 19: the algorithm core as numpy, one
-concept per module. No TensorFlow here: :func:`.algorithm.upload_payload` and
+Clustering"; ``shared/papers/Fed-HIRE.txt``): the algorithm core as numpy, one concept per
+module. No TensorFlow here: :func:`.algorithm.upload_payload` and
 :func:`.algorithm.server_step` are the seam where the one-shot upload becomes a TFF
 computation.
 
@@ -12,6 +12,15 @@ computation.
 * :mod:`.partition` -- ``--partition paper`` / ``authors`` and the z-score (§4.1).
 * :mod:`.metrics` -- Purity, ARI, NMI, ACC (§4.1).
 * :mod:`.baselines` -- k-FED, pooled k-means (Table 3), ablations via flags (Table 4).
+
+The runs (these import TensorFlow, so the package does not import them):
+
+* :mod:`.federated` -- the one-shot upload and the download as TFF computations.
+* :mod:`.fedkmeans` -- multi-round federated k-means on TFF (the iterative baseline).
+* :mod:`.clusterers` -- Fed-HIRE, k-FED and federated k-means as clusterers, one class each,
+  each built from its own configuration (:mod:`fedprune.configs.fedhire`).
+* :mod:`.experiment` -- the runner shared by all clusterers: load and split the table (or
+  take it split), cluster, score, write the run directory.
 
 Every reading (sentence -> choice; the module docstrings give details):
 
@@ -64,7 +73,8 @@ Every reading (sentence -> choice; the module docstrings give details):
 16. "uploads only the clusterlet centroids" (§3.2): upload = k^(l) x d float32 (padded with a
     mask for a fixed shape); download = one cluster id per clusterlet; 4 bytes per value.
 17. Table 4's "substitution with a conventional k-means": client k-means with local_k
-    (default k*), server k-means of the centroids into k* (no hierarchy).
+    (default k*), server k-means of the centroids into k* (no hierarchy); ``client_method``
+    and ``server_method`` pick the step from ``algorithm.CLIENT_STEPS`` / ``SERVER_ATTEMPTS``.
 18. "k-means ... applied to each global cluster to generate several clusterlets ... randomly
     allocated" (§4.1): 4 clusterlets per class (not stated), uniform random clients, redrawn
     until every client has >= 2 objects; L = 8.

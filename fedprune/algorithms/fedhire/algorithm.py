@@ -27,10 +27,12 @@ Paper sentences and how they are read:
   random numbers, at most ``max_attempts`` (default 10) attempts. The result counts the failed
   ones; if all fail, the last attempt's labels are kept (``n_clusters < k*`` then says so).
 * Ablations (Table 4, "✗ indicates its substitution with a conventional k-means algorithm"):
-  ``client_method="kmeans"`` replaces FCPL by k-means with ``local_k`` clusters per client
-  (default ``k*``, capped at the client's size: the paper gives no number);
-  ``server_method="kmeans"`` replaces MCPL, and with it the hierarchy, ``X^(s)`` and the
-  k-modes, by one k-means of the uploaded centroids into ``k*`` clusters.
+  ``client_method`` picks the client step from :data:`CLIENT_STEPS` and ``server_method`` the
+  server attempt from :data:`SERVER_ATTEMPTS`. ``client_method="kmeans"`` replaces FCPL by
+  k-means with ``local_k`` clusters per client (default ``k*``, capped at the client's size:
+  the paper gives no number); ``server_method="kmeans"`` replaces MCPL, and with it the
+  hierarchy, ``X^(s)`` and the k-modes, by one k-means of the uploaded centroids into ``k*``
+  clusters.
 * Labels never enter: :func:`fed_hire` takes features only.
 """
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -48,9 +51,6 @@ from fedprune.algorithms.fedhire.kmodes import HELLINGERS, weighted_kmodes
 from fedprune.algorithms.fedhire.representation import enhanced_representation
 from fedprune.checks import check_choice, check_count, check_seed
 from fedprune.errors import ConfigError
-
-METHODS = ("fcpl", "kmeans")
-SERVER_METHODS = ("mcpl", "kmeans")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +84,8 @@ class FedHireParams:
         check_count("max_levels", self.max_levels)
         check_count("max_kmodes_iter", self.max_kmodes_iter)
         check_count("max_attempts", self.max_attempts)
-        check_choice("client_method", self.client_method, METHODS)
-        check_choice("server_method", self.server_method, SERVER_METHODS)
+        check_choice("client_method", self.client_method, tuple(CLIENT_STEPS))
+        check_choice("server_method", self.server_method, tuple(SERVER_ATTEMPTS))
         if self.local_k is not None:
             check_count("local_k", self.local_k)
 
@@ -189,21 +189,42 @@ def check_client_data(client_data: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+def fcpl_clusterlets(
+    x: np.ndarray, rng: np.random.Generator, params: FedHireParams, k_star: int
+) -> Clusterlets:
+    """FCPL (Algorithm 1) on one client's objects: the clusterlets competitive penalized
+    learning keeps (``k_star`` does not enter: the clusterlets find their own number)."""
+    result = competitive_penalized_learning(x, rng, params.client_cpl())
+    return Clusterlets(result.centroids, result.labels, result.epochs)
+
+
+def kmeans_clusterlets(
+    x: np.ndarray, rng: np.random.Generator, params: FedHireParams, k_star: int
+) -> Clusterlets:
+    """Table 4's client ablation: k-means with ``local_k`` clusters (default ``k*``, capped at
+    the client's size), seeded from ``rng``; clusters left empty are dropped and the rest
+    numbered ``0..k-1``."""
+    k = min(params.local_k or k_star, x.shape[0])
+    seed = int(rng.integers(2**31 - 1))
+    km = KMeans(k, n_init=10, random_state=seed).fit(x)
+    labels = km.labels_.astype(np.int64)
+    keep = np.unique(labels)
+    relabel = np.full(k, -1, dtype=np.int64)
+    relabel[keep] = np.arange(keep.size)
+    return Clusterlets(km.cluster_centers_[keep], relabel[labels], int(km.n_iter_))
+
+
+ClientStep = Callable[[np.ndarray, np.random.Generator, FedHireParams, int], Clusterlets]
+# ``client_method`` -> the client's clustering (Algorithm 2 lines 1-2, or Table 4's k-means)
+CLIENT_STEPS: dict[str, ClientStep] = {"fcpl": fcpl_clusterlets, "kmeans": kmeans_clusterlets}
+
+
 def client_step(
     x: np.ndarray, rng: np.random.Generator, params: FedHireParams, k_star: int
 ) -> Clusterlets:
-    """Algorithm 2 lines 1-2 on one client: FCPL (or k-means for the ablation)."""
-    if params.client_method == "kmeans":
-        k = min(params.local_k or k_star, x.shape[0])
-        seed = int(rng.integers(2**31 - 1))
-        km = KMeans(k, n_init=10, random_state=seed).fit(x)
-        labels = km.labels_.astype(np.int64)
-        keep = np.unique(labels)
-        relabel = np.full(k, -1, dtype=np.int64)
-        relabel[keep] = np.arange(keep.size)
-        return Clusterlets(km.cluster_centers_[keep], relabel[labels], int(km.n_iter_))
-    result = competitive_penalized_learning(x, rng, params.client_cpl())
-    return Clusterlets(result.centroids, result.labels, result.epochs)
+    """Algorithm 2 lines 1-2 on one client: ``params.client_method``'s step of
+    :data:`CLIENT_STEPS` (FCPL, or k-means for the ablation)."""
+    return CLIENT_STEPS[params.client_method](x, rng, params, k_star)
 
 
 def upload_payload(clusterlets: Clusterlets, max_clusterlets: int) -> Payload:
@@ -218,19 +239,35 @@ def upload_payload(clusterlets: Clusterlets, max_clusterlets: int) -> Payload:
     return Payload(centroids, mask)
 
 
-def _server_attempt(
+def mcpl_attempt(
     points: np.ndarray, k_star: int, rng: np.random.Generator, params: FedHireParams
 ) -> tuple[np.ndarray, Hierarchy | None, str | None]:
-    if params.server_method == "kmeans":
-        seed = int(rng.integers(2**31 - 1))
-        labels = KMeans(k_star, n_init=10, random_state=seed).fit(points).labels_
-        return labels.astype(np.int64), None, None
+    """One server attempt of Algorithm 2 lines 5-25: MCPL levels, ``X^(s)`` (Eq. 12) and the
+    weighted k-modes into ``k_star``; (labels, hierarchy, why it failed or ``None``)."""
     hierarchy = build_hierarchy(points, rng, params.server_cpl(), params.max_levels)
     codes = enhanced_representation(hierarchy.levels)
     result = weighted_kmodes(
         codes, k_star, rng, params.hellinger, params.max_kmodes_iter, params.norm
     )
     return result.labels, hierarchy, result.failure
+
+
+def kmeans_attempt(
+    points: np.ndarray, k_star: int, rng: np.random.Generator, params: FedHireParams
+) -> tuple[np.ndarray, Hierarchy | None, str | None]:
+    """Table 4's server ablation: one k-means of the centroids into ``k_star``, seeded from
+    ``rng``; no hierarchy, and it never fails."""
+    seed = int(rng.integers(2**31 - 1))
+    labels = KMeans(k_star, n_init=10, random_state=seed).fit(points).labels_
+    return labels.astype(np.int64), None, None
+
+
+ServerAttempt = Callable[
+    [np.ndarray, int, np.random.Generator, FedHireParams],
+    tuple[np.ndarray, Hierarchy | None, str | None],
+]
+# ``server_method`` -> one server attempt (MCPL + k-modes, or Table 4's k-means)
+SERVER_ATTEMPTS: dict[str, ServerAttempt] = {"mcpl": mcpl_attempt, "kmeans": kmeans_attempt}
 
 
 def server_step(
@@ -248,10 +285,11 @@ def server_step(
             f"--k-star must be at most {points.shape[0]} (the clusterlet centroids uploaded), "
             f"got {k_star}"
         )
+    attempt = SERVER_ATTEMPTS[params.server_method]
     failures: list[str] = []
     labels, hierarchy = None, None
     for _ in range(params.max_attempts):
-        labels, hierarchy, failure = _server_attempt(points, k_star, rng, params)
+        labels, hierarchy, failure = attempt(points, k_star, rng, params)
         if failure is None:
             break
         failures.append(failure)

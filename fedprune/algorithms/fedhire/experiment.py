@@ -1,96 +1,120 @@
-"""A Fed-HIRE (or k-FED, or federated k-means) run in a run directory: ``fedprune train
+"""A run of the one-shot clustering family in a run directory: ``fedprune train
 fedhire|kfed|fedkmeans``.
 
-The table is read in its original format (:mod:`fedprune.data.uci_tabular`), split over the
-clients (``--partition authors|paper``, :mod:`~fedprune.algorithms.fedhire.partition`), each
-client clusters its own objects (FCPL), the centroids go up and the clusterlet-to-cluster map
-comes down as TFF computations (:mod:`~fedprune.algorithms.fedhire.federated`), and the
-server builds the hierarchy and the final clusters in between. Labels enter only the paper
-partition (as the paper's) and the evaluation. Files: ``config.json``, ``metrics.csv`` (one
-row: the indices), ``labels.npz`` (each client's predicted labels and row indices) and
-``summary.json`` (Purity, ARI, NMI, ACC; k per level; failed server attempts; clusters
-found; bytes up and down; CPU and wall seconds). One-shot: there is nothing to resume, so a
-run either finished (its summary is returned) or is run again from the start.
+:func:`run_clustering` is the same for every method and takes the method as a clusterer
+(:mod:`~fedprune.algorithms.fedhire.clusterers`): the table is read in its original format
+(:mod:`fedprune.data.uci_tabular`) and split over the clients (``--partition
+authors|paper``, :mod:`~fedprune.algorithms.fedhire.partition`), or given already split; the
+clusterer labels every client's objects (Fed-HIRE: each client clusters its own objects by
+FCPL, the centroids go up and the clusterlet-to-cluster map comes down as TFF computations,
+and the server builds the hierarchy and the final clusters in between; Cai et al.,
+"One-Shot Hierarchical Federated Clustering", ``../shared/papers/Fed-HIRE.txt``);
+the labels are scored against the classes. :func:`run_fedhire` runs the clusterer its
+configuration names (:meth:`~fedprune.configs.fedhire.FedHireConfig.clusterer`). Labels
+enter only the paper partition (as the paper's) and the evaluation, never a clusterer.
+
+Files: ``config.json``, ``metrics.csv`` (one row: the indices), ``labels.npz`` (each client's
+predicted labels ``client<l>`` and row indices ``rows<l>``) and ``summary.json`` (method,
+dataset, partition, seed, clients, objects, k*; Purity, ARI, NMI, ACC; clusters found; what
+the clusterer adds, for Fed-HIRE the clusterlets per client, ``k`` per level and the failed
+server attempts; bytes up and down; CPU and wall seconds). One-shot: there is nothing to
+resume, so a run either finished (its summary is returned) or is run again from the start.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
 import numpy as np
 
-from fedprune.algorithms.fedhire import baselines, federated, fedkmeans, metrics
-from fedprune.algorithms.fedhire.algorithm import (
-    FedHireParams,
-    check_client_data,
-    client_labels,
-    client_step,
-    server_step,
-    upload_payload,
-)
-from fedprune.algorithms.fedhire.partition import make_split
+from fedprune.algorithms.fedhire import metrics
+from fedprune.algorithms.fedhire.algorithm import check_client_data
+from fedprune.algorithms.fedhire.clusterers import Clusterer
+from fedprune.algorithms.fedhire.partition import FederatedSplit, make_split
 from fedprune.configs.fedhire import FedHireConfig
+from fedprune.configs.protocol import is_user_file, settled_sha256
+from fedprune.data.tables import read_table_npz
 from fedprune.data.uci_tabular import load_tabular
-from fedprune.runs import RunDir
+from fedprune.errors import ConfigError
+from fedprune.runs import RunDir, recorded_config
 
 
-def run_fedhire(
+def load_federation(
+    config: FedHireConfig, data_dir: str | os.PathLike | None = None
+) -> tuple[FederatedSplit, int]:
+    """The table ``config.dataset`` split over the clients as ``config.partition`` says
+    (z-scored, :func:`~fedprune.algorithms.fedhire.partition.make_split`), and the number of
+    classes the table names (the default ``k*``). Your own ``.npz`` table
+    (:mod:`fedprune.data.tables`) comes with its clients and is taken as it is (not z-scored);
+    its number of classes is that of the distinct ``y`` (``None`` without ``y``)."""
+    if is_user_file(config.dataset):
+        mine = read_table_npz(config.dataset)
+        split = FederatedSplit.from_clients(mine.client_x(), mine.client_y())
+        return split, None if mine.y is None else int(np.unique(mine.y).size)
+    table = load_tabular(config.dataset, data_dir)
+    split = make_split(
+        config.dataset, table.x, table.y, config.partition, config.num_clients, config.seed
+    )
+    return split, table.num_classes
+
+
+def run_clustering(
     config: FedHireConfig,
+    clusterer: Clusterer,
     out: str | os.PathLike,
     data_dir: str | os.PathLike | None = None,
     progress: bool = True,
+    *,
+    table: FederatedSplit | None = None,
 ) -> dict:
-    """Run (or return the finished) run in ``out``; returns the summary."""
+    """Run ``clusterer`` (or return the finished run) in ``out``; returns the summary.
+
+    ``config`` gives the data (``dataset``, ``partition``, ``num_clients``), ``k_star`` and
+    ``seed``, and is what ``config.json`` records; the clusterer's own knobs come from it
+    when it is built, not here.
+
+    ``table`` -- the clients' objects, already loaded and split, as a
+    :class:`~fedprune.algorithms.fedhire.partition.FederatedSplit`: ``rows``, one vector of
+    row indices into ``x`` per client (every client needs at least 2 objects); ``x``, the
+    table (n, d) of finite numbers, clustered as it is (the UCI tables are z-scored by
+    :func:`load_federation`; a given table is not); ``y``, each row's class (ground truth
+    for the scores only), or ``None``. ``FederatedSplit.from_clients`` builds one from one
+    array per client. With ``table`` nothing is loaded: ``config.dataset``, ``partition`` and
+    ``num_clients`` are only recorded, and ``k_star`` defaults to the number of distinct
+    classes in ``y`` (it must be set when ``y`` is ``None``). ``config.json`` records the
+    configuration, not the table, so a finished run in ``out`` is returned as it is.
+
+    Without classes (``y`` is ``None``) the run clusters as always and writes ``labels.npz``
+    and ``summary.json`` without the four scores (``purity``, ``ari``, ``nmi``, ``acc``), and
+    no ``metrics.csv`` (its row holds only the scores).
+    """
+    config = dataclasses.replace(
+        config, dataset_sha256=settled_sha256(config, recorded_config(out))
+    )
     recorded = config.recorded()
     run = RunDir.existing(out, recorded)
     if run is not None and run.finished:
         return run.read_summary()
     wall, cpu = time.perf_counter(), time.process_time()
-    table = load_tabular(config.dataset, data_dir)
-    split = make_split(
-        config.dataset, table.x, table.y, config.partition, config.num_clients, config.seed
-    )
-    xs = check_client_data(split.client_x())
-    k_star = config.k_star or table.num_classes
-    run = run or RunDir(out, recorded)
-    if config.method != "fedhire":
-        if config.method == "kfed":
-            result = baselines.kfed(xs, k_star, config.seed)
-        else:  # fedkmeans (FedKMeansConfig has the rounds)
-            result = fedkmeans.fed_kmeans(xs, k_star, config.seed, config.rounds)
-        predicted, extra = list(result.labels), {}
-        bytes_up, bytes_down = result.bytes_uploaded, result.bytes_downloaded
+    if table is None:
+        split, classes = load_federation(config, data_dir)
     else:
-        params = FedHireParams(
-            eta=config.eta,
-            k0_ratio=config.k0_ratio,
-            client_method=config.client_method,
-            server_method=config.server_method,
-        )
-        children = np.random.SeedSequence(config.seed).spawn(len(xs) + 1)
-        local = [
-            client_step(x, np.random.default_rng(child), params, k_star)
-            for x, child in zip(xs, children[:-1])
-        ]
-        width = max(c.centroids.shape[0] for c in local)
-        received = federated.upload_all([upload_payload(c, width) for c in local])
-        server = server_step(received, k_star, np.random.default_rng(children[-1]), params)
-        rows = federated.download_all(server.assignments)
-        predicted = [client_labels(c, row) for c, row in zip(local, rows)]
-        ks = [c.centroids.shape[0] for c in local]
-        bytes_up = 4 * xs[0].shape[1] * sum(ks)
-        bytes_down = 4 * sum(ks)
-        extra = {
-            "clusterlets": ks,
-            "level_ks": list(server.hierarchy.ks) if server.hierarchy else [],
-            "failed_attempts": server.failed_attempts,
-            "failures": server.failures,
-        }
-    y_true = np.concatenate(split.client_y())
+        split = table
+        classes = None if table.y is None else int(np.unique(table.y).size)
+    xs = check_client_data(split.client_x())
+    k_star = config.k_star or classes
+    if k_star is None:
+        raise ConfigError("--k-star is needed: the clients' table has no classes to count")
+    run = run or RunDir(out, recorded)
+    result = clusterer.cluster(xs, k_star, config.seed)
+    predicted = list(result.labels)
     y_pred = np.concatenate(predicted)
-    scores = metrics.evaluate(y_true, y_pred)
-    run.append_metrics({"step": 1, **{k: round(v, 6) for k, v in scores.items()}})
+    truth = split.client_y()
+    scores = {} if truth is None else metrics.evaluate(np.concatenate(truth), y_pred)
+    if scores:
+        run.append_metrics({"step": 1, **{k: round(v, 6) for k, v in scores.items()}})
     np.savez(
         run.path / "labels.npz",
         **{f"client{i}": p for i, p in enumerate(predicted)},
@@ -102,15 +126,29 @@ def run_fedhire(
         "partition": config.partition,
         "seed": config.seed,
         "clients": len(xs),
-        "objects": int(y_true.size),
+        "objects": int(y_pred.size),
         "k_star": k_star,
         **scores,
         "clusters_found": int(np.unique(y_pred).size),
-        **extra,
-        "bytes_uploaded": int(bytes_up),
-        "bytes_downloaded": int(bytes_down),
+        **result.details,
+        "bytes_uploaded": int(result.bytes_uploaded),
+        "bytes_downloaded": int(result.bytes_downloaded),
         "cpu_s": time.process_time() - cpu,
         "wall_s": time.perf_counter() - wall,
     }
     run.write_summary(summary)
     return summary
+
+
+def run_fedhire(
+    config: FedHireConfig,
+    out: str | os.PathLike,
+    data_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    *,
+    table: FederatedSplit | None = None,
+) -> dict:
+    """Run (or return the finished) run of ``config`` in ``out``: Fed-HIRE, k-FED or
+    federated k-means, whichever clusterer ``config.clusterer()`` builds, by
+    :func:`run_clustering` (which says what ``table`` must hold); returns the summary."""
+    return run_clustering(config, config.clusterer(), out, data_dir, progress, table=table)

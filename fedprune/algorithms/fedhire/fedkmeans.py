@@ -1,5 +1,5 @@
 """Multi-round federated k-means with TFF's ``tff.learning.algorithms.build_fed_kmeans``: the
-iterative baseline beside the one-shot methods (issue 19, ``fedprune train fedkmeans``).
+iterative baseline beside the one-shot methods (``fedprune train fedkmeans``).
 
 Every round the server broadcasts the ``k*`` centroids, each client assigns its objects to
 the nearest one and sends back per-centroid sums and counts, and the server moves the

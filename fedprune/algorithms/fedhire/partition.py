@@ -16,6 +16,9 @@
   xai.dat)", so a 846-row table loses that row first.
 * Preprocessing -- both schemes z-score every feature with the whole dataset's mean and
   population std (``ddof=0``); a constant feature is only centred.
+* Your own clients -- :meth:`FederatedSplit.from_clients` stacks one array per client (and,
+  optionally, their classes) into the same split, used as it is (no z-score): what
+  :func:`~fedprune.algorithms.fedhire.experiment.run_fedhire` takes as ``table``.
 """
 
 from __future__ import annotations
@@ -49,17 +52,70 @@ _VEHICLE_DROPPED_ROW = 752
 
 @dataclasses.dataclass(frozen=True)
 class FederatedSplit:
-    """rows: per client the row indices into ``x``; x: the preprocessed table; y: classes."""
+    """The clients' objects: ``rows`` per client the row indices into ``x`` (1-D integers;
+    a row may belong to several clients, and not every row to one); ``x`` the preprocessed
+    table (n, d); ``y`` each row's class (n,), or ``None`` for a table without classes. The
+    classes are ground truth for the evaluation (and the paper partition) only: no clusterer
+    sees them."""
 
     rows: list[np.ndarray]
     x: np.ndarray
-    y: np.ndarray
+    y: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if np.ndim(self.x) != 2:
+            raise DataError(f"the table must be 2-D (objects x features), got {np.ndim(self.x)}-D")
+        n = np.shape(self.x)[0]
+        if self.y is not None and np.shape(self.y) != (n,):
+            raise DataError(
+                f"the classes must be one per row of the table ({n}), got {np.shape(self.y)}"
+            )
+        for client, rows in enumerate(self.rows):
+            rows = np.asarray(rows)
+            if rows.ndim != 1 or (rows.size and not np.issubdtype(rows.dtype, np.integer)):
+                raise DataError(f"client {client}'s rows must be a vector of row indices")
+            if rows.size and (rows.min() < 0 or rows.max() >= n):
+                raise DataError(
+                    f"client {client} indexes row {int(rows.max())}; the table has {n} rows"
+                )
+
+    @classmethod
+    def from_clients(
+        cls, client_x: list[np.ndarray], client_y: list[np.ndarray] | None = None
+    ) -> FederatedSplit:
+        """One (n_l, d) array per client (and, optionally, each one's classes (n_l,)) as a
+        split: ``x`` is the clients' rows one after the other, client ``l`` holds the next
+        ``n_l`` of them."""
+        if len(client_x) < 1:
+            raise DataError("the table needs at least one client, got 0")
+        arrays = [np.asarray(x) for x in client_x]
+        for client, x in enumerate(arrays):
+            if x.ndim != 2 or x.shape[1] != arrays[0].shape[1]:
+                raise DataError(
+                    f"client {client}'s objects must be a 2-D array with client 0's "
+                    f"{np.shape(arrays[0])[-1]} features, got shape {x.shape}"
+                )
+        bounds = np.cumsum([0] + [x.shape[0] for x in arrays])
+        rows = [np.arange(a, b, dtype=np.int64) for a, b in zip(bounds[:-1], bounds[1:])]
+        y = None
+        if client_y is not None:
+            if len(client_y) != len(arrays):
+                raise DataError(f"{len(client_y)} class vectors for {len(arrays)} clients")
+            classes = [np.asarray(c) for c in client_y]
+            for client, (x, c) in enumerate(zip(arrays, classes)):
+                if c.shape != (x.shape[0],):
+                    raise DataError(
+                        f"client {client} holds {x.shape[0]} objects and {c.shape} classes"
+                    )
+            y = np.concatenate(classes)
+        return cls(rows, np.concatenate(arrays), y)
 
     def client_x(self) -> list[np.ndarray]:
         return [self.x[r] for r in self.rows]
 
-    def client_y(self) -> list[np.ndarray]:
-        return [self.y[r] for r in self.rows]
+    def client_y(self) -> list[np.ndarray] | None:
+        """Each client's classes, or ``None`` when the table has none."""
+        return None if self.y is None else [self.y[r] for r in self.rows]
 
 
 def zscore_population(x: np.ndarray) -> np.ndarray:

@@ -34,11 +34,19 @@ from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import ModelSpec
+from fedprune.models.user import UserModel, resolve, write_architecture
 from fedprune.runs import RunDir, artefacts, as_recorded, names, recorded_config
 from fedprune.runs.files import RETRAIN
 from fedprune.runs.finished import FinishedRun
 from fedprune.sparsity import masks as M
-from fedprune.sparsity.layers import kernel_flags, merge, prunable_mask_flags, scope_flags, select
+from fedprune.sparsity.layers import (
+    dense_layers,
+    kernel_flags,
+    merge,
+    prunable_mask_flags,
+    scope_flags,
+    select,
+)
 
 # Options added after runs were first made; such a run recorded none and resumes as it was.
 ADDED_LATER = {"budget": "global", "prune_layers": None, **BEFORE_SPLIT}
@@ -50,10 +58,13 @@ def run_pipeline(
     out: str | Path,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    model: UserModel | None = None,
 ) -> dict:
     """Train (or resume, or return the finished) run in ``out``; returns the summary.
 
-    ``policy`` may be ``None`` only when T2 = 0 (dense methods).
+    ``policy`` may be ``None`` only when T2 = 0 (dense methods). ``model`` is your own model
+    (:mod:`fedprune.models.user`; ``config.model`` must name it); without it the run trains
+    the model ``config.model`` names.
     """
     if policy is None and config.phases[2] > 0:
         raise ConfigError(f"{config.method}: T2 > 0 needs a mask policy")
@@ -66,7 +77,8 @@ def run_pipeline(
     data = load_recorded(har_recipe(config), data_dir)
     clients = f"{config.dataset}'s clients"
     check_at_most("clusters", config.clusters, data.num_clients, clients)
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed)
+    trained = resolve(config.model, model, out)
+    spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
     model = spec.keras()
     flags = prunable_mask_flags(model)  # every prunable kernel
     scope = scope_flags(model, config.prune_layers)  # those the policy prunes
@@ -77,6 +89,8 @@ def run_pipeline(
     check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
     if run is None:  # only now: a refused configuration leaves no directory behind
         run = RunDir(out, record)
+    if isinstance(trained, UserModel):
+        write_architecture(model, run.path)
 
     init = [np.asarray(w) for w in spec.initial_weights().trainable]
     n_params = int(sum(w.size for w in init))
@@ -144,7 +158,9 @@ def run_pipeline(
 
     # Phase 4: every client fine-tunes its cluster's masked model under the mask (Eq. 12)
     start, client_masks = cluster_starts(state.cluster_w, kernel_masks, cluster_of, flags)
-    tuned, deploy = finetune_personal(run, data, start, client_masks, config, progress, pruned=True)
+    tuned, deploy = finetune_personal(
+        run, data, start, client_masks, config, progress, pruned=True, model=trained
+    )
 
     kernel_names = kernel_layer_names(model, flags)
     accounts = state.accounts
@@ -160,6 +176,7 @@ def run_pipeline(
         "cluster_sparsity": {str(c): M.sparsity(m) for c, m in kernel_masks.items()},
         "sparsity": tuned.sparsity,
         "prune_layers": kernel_layer_names(model, scope),
+        "dense_layers": dense_layers(model),
         "pruned_params": int(sum(w.size for w in select(init, scope))),
         "sparsity_pruned_layers": float(
             np.mean([M.sparsity(select(state.cluster_m[cluster_of[i]], scope)) for i in ids])

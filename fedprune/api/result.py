@@ -1,0 +1,109 @@
+""":class:`Result`: a finished run directory as Python objects.
+
+It reads only what the run wrote (``summary.json``, the deploy manifest, the model, mask and
+cluster files), so a result opened later with :func:`open_result` is the same as the one
+:meth:`fedprune.api.trainer.Trainer.run` returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fedprune.errors import DataError
+from fedprune.runs import artefacts, names
+from fedprune.runs.finished import FinishedRun, open_finished
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """A finished run in ``path``.
+
+    Attributes
+    ----------
+    path : Path
+        The run directory.
+    """
+
+    path: Path
+
+    @property
+    def run(self) -> FinishedRun:
+        return open_finished(self.path)
+
+    @property
+    def summary(self) -> dict:
+        """``summary.json``: the run's final numbers."""
+        return self.run.summary
+
+    @property
+    def config(self) -> dict:
+        """``config.json``: the configuration the run recorded."""
+        return self.run.config
+
+    def metrics(self) -> list[dict]:
+        """``metrics.csv``: one dict per row (round, and cluster where the method has them)."""
+        return self.run.metrics()
+
+    def weights(self, ft_epochs: int | None = None) -> dict[int, list[np.ndarray]]:
+        """Each client's deployed weights, by client id: its personal model after
+        ``ft_epochs`` of fine-tuning (default: the longest) for methods that fine-tune, the
+        global model for FedAvg."""
+        run = self.run
+        manifest = run.deploy
+        if manifest.kind == "personal":
+            return run.personal_models(ft_epochs)[1]
+        if manifest.kind == "global":
+            shared = run.global_model()
+            clients = self.summary.get("client_acc", {})
+            return {int(c): [w.copy() for w in shared] for c in clients}
+        raise DataError(
+            f"{self.path}: a {manifest.kind!r} run has no per-client classifiers; read its "
+            "own files (docs/api.md)"
+        )
+
+    def models(self, ft_epochs: int | None = None) -> dict[int, tf.keras.Model]:
+        """Each client's deployed model in Keras (:meth:`weights` set into the run's model:
+        the table model or your own, rebuilt from ``model.json``)."""
+        from fedprune.models.spec import ModelSpec
+        from fedprune.models.user import resolve
+
+        manifest = self.run.deploy
+        built = {}
+        for client, weights in self.weights(ft_epochs).items():
+            model = ModelSpec(
+                tuple(manifest.input_shape),
+                len(manifest.labels or ()),
+                seed=0,
+                model=resolve(manifest.model, None, self.path),
+            ).keras()
+            model.set_weights(weights)
+            built[client] = model
+        return built
+
+    def masks(self) -> dict[int, list[np.ndarray]]:
+        """The kernel masks per cluster (pruned runs; 1 keeps a weight), in the order of the
+        model's prunable kernels (:mod:`fedprune.sparsity.layers`)."""
+        found = self.run.kernel_masks()
+        if found is None:
+            raise DataError(f"{self.path}: the run is not pruned (no {names.MASKS})")
+        return found[0]
+
+    def assignments(self) -> dict[int, int]:
+        """Each client's cluster (clustered runs: ``clusters.json``)."""
+        if not (self.path / names.CLUSTERS).exists():
+            raise DataError(f"{self.path}: the run has no clusters ({names.CLUSTERS})")
+        return artefacts.read_clusters(self.path)
+
+
+def open_result(path: str | os.PathLike) -> Result:
+    """The finished run in ``path`` (a DataError if it is not one)."""
+    open_finished(path)
+    return Result(Path(path))

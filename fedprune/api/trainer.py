@@ -1,0 +1,194 @@
+""":class:`Trainer`: one method, its configuration, and optionally your data and model, ready to
+run into a run directory. Every public builder (:mod:`fedprune.api.builders`) returns one, and
+``fedprune train`` runs the same object: there is one code path.
+
+:meth:`Trainer.run` takes the run directory's lock (a second process is refused before it
+touches anything, :mod:`fedprune.runs.lock`), places your data in it when you gave arrays
+(``dataset.npz``, so that the run resumes, fine-tunes and exports from its directory alone),
+starts the TFF workers you asked for, and trains, resumes or returns the finished run. What a
+refused or failed start made is removed, so the corrected call is not blocked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from fedprune.api.result import Result
+from fedprune.configs.fields import Config
+from fedprune.data.tables import ClientTable, read_table_npz, write_table_npz
+from fedprune.data.user import read_npz, write_npz
+from fedprune.data.windows import WindowedDataset
+from fedprune.errors import DataError
+from fedprune.methods import Method
+from fedprune.models.user import UserModel
+from fedprune.runs import names
+from fedprune.runs.run_dir import check_out_dir, owned_run_dir
+
+
+@dataclasses.dataclass(frozen=True)
+class Workers:
+    """Where TFF runs the rounds (:func:`fedprune.workers.execution.install`).
+
+    Parameters
+    ----------
+    local : int
+        Sandboxed local worker processes (``fedprune train --workers``).
+    remote : tuple of str
+        ``host:port`` of remote workers (``--remote-worker``), over mutual TLS.
+    tls : fedprune.workers.execution.RemoteTLS, optional
+        The CA, certificate and key for remote workers.
+    insecure_remote : bool
+        Plain-text remote workers (only on a network you trust).
+    remote_timeout : float
+        Seconds each remote worker gets to answer.
+    unsafe_open : bool
+        Local workers without the network sandbox, where it is unavailable.
+    """
+
+    local: int = 1
+    remote: tuple[str, ...] = ()
+    tls: object | None = None
+    insecure_remote: bool = False
+    remote_timeout: float = 10.0
+    unsafe_open: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Trainer:
+    """A method ready to run: see the module docstring.
+
+    Attributes
+    ----------
+    method : fedprune.methods.Method
+        The registry entry (name, configuration class, runner).
+    config : Config
+        The method's configuration, the same class ``fedprune train`` builds from its options.
+    data : WindowedDataset or ClientTable, optional
+        Your data (:func:`fedprune.data.user.from_arrays` and friends,
+        :func:`fedprune.data.tables.from_table`); ``None``: the data ``config.dataset`` names.
+    model : UserModel, optional
+        Your model; ``None``: the model ``config`` names.
+    """
+
+    method: Method
+    config: Config
+    data: WindowedDataset | ClientTable | None = None
+    model: UserModel | None = None
+
+    def run(
+        self,
+        out: str | os.PathLike,
+        *,
+        data_dir: str | os.PathLike | None = None,
+        progress: bool = True,
+        workers: Workers | None = None,
+    ) -> Result:
+        """Train (or resume, or return the finished) run in ``out``.
+
+        Parameters
+        ----------
+        out : path
+            The run directory (made if missing; one process at a time).
+        data_dir : path, optional
+            Where the built-in datasets are (default: ``$FEDPRUNE_DATA`` or the cache).
+        progress : bool
+            Progress bars on stderr.
+        workers : Workers, optional
+            TFF workers to start for this run; ``None`` runs the rounds in this process.
+
+        Returns
+        -------
+        Result
+            The finished run: its summary, models, masks and cluster assignments.
+        """
+        check_out_dir(out)
+        with owned_run_dir(out):
+            with _placed_data(self.data, Path(out)) as dataset:
+                config = self.config
+                if dataset is not None:
+                    config = dataclasses.replace(config, dataset=str(dataset))
+                mine = {} if self.model is None else {"model": self.model}
+                with _installed(workers, Path(out)):
+                    self.method.run_function()(config, out, data_dir, progress=progress, **mine)
+        return Result(Path(out))
+
+
+@contextmanager
+def _placed_data(data: WindowedDataset | ClientTable | None, out: Path) -> Iterator[Path | None]:
+    """``out/dataset.npz`` holding ``data`` (written unless the same data is there already);
+    removed again if the run fails before it started. ``None`` when no data was given."""
+    if data is None:
+        yield None
+        return
+    write, read = FILES[type(data)]
+    path = (out / names.USER_DATASET).resolve()
+    started = any((out / name).exists() for name in names.STARTED)
+    had = path.exists()
+    if had and not _same(read(path), data):
+        if started:
+            raise DataError(
+                f"{out} holds a run trained on other data ({path}); pass that data again, or "
+                "choose another out for the new data"
+            )
+        had = False  # a run that never started: its data file is replaced
+    if not had:
+        write(data, path)
+    try:
+        yield path
+    except BaseException:
+        if not had and not any((out / name).exists() for name in names.STARTED):
+            path.unlink(missing_ok=True)
+        raise
+
+
+FILES = {
+    WindowedDataset: (write_npz, read_npz),
+    ClientTable: (write_table_npz, read_table_npz),
+}
+"""How each kind of your data is written to and read from ``dataset.npz``."""
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two datasets of the same kind hold the same values (the name aside: the file's
+    name is not the one you gave)."""
+    if type(a) is not type(b):
+        return False
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if field.name == "name":
+            continue
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if x is None or y is None or not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@contextmanager
+def _installed(workers: Workers | None, out: Path) -> Iterator[None]:
+    """TFF's execution on ``workers`` for the block (logs in ``out/tff-logs``)."""
+    if workers is None:
+        yield
+        return
+    from fedprune.workers import execution
+
+    execution.install(
+        num_local_workers=workers.local,
+        remote_workers=tuple(workers.remote),
+        log_dir=os.path.join(out, names.WORKER_LOGS),
+        remote_tls=workers.tls,
+        insecure_remote=workers.insecure_remote,
+        remote_timeout=workers.remote_timeout,
+        unsafe_open_workers=workers.unsafe_open,
+    )
+    try:
+        yield
+    finally:
+        execution.shutdown()
