@@ -42,7 +42,7 @@ from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.checks import check_at_most
 from fedprune.configs.clusterfl import ClusterFLConfig
-from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
+from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, with_protocol
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
@@ -136,7 +136,7 @@ def run_clusterfl(
     if run is not None and run.finished:
         return run.read_summary()
     data = load_recorded(har_recipe(config), data_dir)
-    clients = f"{config.dataset}'s clients"
+    clients = f"{dataset_label(config.dataset)}'s clients"
     check_at_most("clusters", config.clusters, data.num_clients, clients)
     check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
     trained = resolve(config.model, model, out)
@@ -211,7 +211,7 @@ def run_clusterfl(
         restore,
         step,
         config.rounds,
-        desc=f"clusterfl {config.dataset}",
+        desc=f"clusterfl {dataset_label(config.dataset)}",
         progress=progress,
         shapes=lambda _arrays: {
             **{k: [(len(ids), n_params)] for k in ("w", "u", "omega")},

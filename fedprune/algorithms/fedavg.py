@@ -17,7 +17,7 @@ import tensorflow_federated as tff
 from fedprune.algorithms.caafp.communication import eq13_bytes
 from fedprune.checks import check_at_most
 from fedprune.configs.fedavg import FedAvgConfig
-from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
+from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, with_protocol
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.loop import Step, run_rounds
@@ -76,7 +76,7 @@ def run_fedavg(
         "clients_per_round",
         config.clients_per_round,
         data.num_clients,
-        f"{config.dataset}'s clients",
+        f"{dataset_label(config.dataset)}'s clients",
     )
     trained = resolve(config.model, model, out)
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
@@ -129,7 +129,7 @@ def run_fedavg(
         FedAvgState.from_checkpoint,
         step,
         config.rounds,
-        desc=f"{config.method} {config.dataset}",
+        desc=f"{config.method} {dataset_label(config.dataset)}",
         progress=progress,
         shapes=lambda _arrays: weight_shapes(spec),
     )

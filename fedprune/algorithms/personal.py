@@ -10,6 +10,7 @@ from typing import Protocol
 import numpy as np
 
 from fedprune.algorithms.caafp.finetune import FineTuned, finetune_and_evaluate
+from fedprune.configs.protocol import dataset_label
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe
 from fedprune.engine.metrics import noise_summary
@@ -57,7 +58,8 @@ def finetune_personal(
         settings.seed,
         settings.batch_size,
         settings.learning_rate,
-        desc=f"{settings.method} {settings.dataset} fine-tuning {data.num_clients} clients",
+        desc=f"{settings.method} {dataset_label(settings.dataset)} fine-tuning "
+        f"{data.num_clients} clients",
         progress=progress,
         model=model,
     )

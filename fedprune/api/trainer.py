@@ -87,7 +87,7 @@ class Trainer:
         *,
         data_dir: str | os.PathLike | None = None,
         progress: bool = True,
-        workers: Workers | None = None,
+        workers: Workers | None = Workers(),  # noqa: B008 (frozen, shared safely)
     ) -> Result:
         """Train (or resume, or return the finished) run in ``out``.
 
@@ -99,8 +99,11 @@ class Trainer:
             Where the built-in datasets are (default: ``$FEDPRUNE_DATA`` or the cache).
         progress : bool
             Progress bars on stderr.
-        workers : Workers, optional
-            TFF workers to start for this run; ``None`` runs the rounds in this process.
+        workers : Workers or None
+            The TFF workers to start for this run and stop after it (default: one sandboxed
+            local worker, as ``fedprune train``; where the sandbox is unavailable this is
+            refused before anything is made, unless ``Workers(unsafe_open=True)``). ``None``
+            uses the TFF execution context you installed yourself.
 
         Returns
         -------
@@ -173,7 +176,8 @@ def _same(a: object, b: object) -> bool:
 
 @contextmanager
 def _installed(workers: Workers | None, out: Path) -> Iterator[None]:
-    """TFF's execution on ``workers`` for the block (logs in ``out/tff-logs``)."""
+    """TFF's execution on ``workers`` for the block (logs in ``out/tff-logs``); ``None``:
+    the context already installed."""
     if workers is None:
         yield
         return

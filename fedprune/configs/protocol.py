@@ -46,6 +46,12 @@ def is_user_file(dataset: str) -> bool:
     return dataset.endswith(USER_SUFFIX)
 
 
+def dataset_label(dataset: str) -> str:
+    """``--dataset`` as progress bars and messages name it: a built-in dataset's name, or
+    your file's name without its folders."""
+    return dataset.replace("\\", "/").rsplit("/", 1)[-1] if is_user_file(dataset) else dataset
+
+
 class HasDataFile(Protocol):
     dataset: str
     dataset_sha256: str | None

@@ -92,9 +92,9 @@ def from_table(
     if n == 0:
         raise DataError(f"{where}x holds no objects")
     _finite(x.astype(np.float64), "x", where)
-    client = _integers(client_ids, "client_id", n, where)
+    client = _integers(client_ids, "client_id", n, where, "object")
     if y is not None:
-        y = _integers(y, "y", n, where)
+        y = _integers(y, "y", n, where, "object")
         if (y < 0).any():
             bad = int(np.flatnonzero(y < 0)[0])
             raise DataError(f"{where}y[{bad}] = {y[bad]} is negative; classes are 0, 1, 2, ...")

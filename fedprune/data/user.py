@@ -304,10 +304,10 @@ def _finite(array: np.ndarray, key: str, where: str) -> None:
         )
 
 
-def _integers(value: Any, key: str, n: int, where: str) -> np.ndarray:
+def _integers(value: Any, key: str, n: int, where: str, unit: str = "window") -> np.ndarray:  # noqa: ANN401
     array = _numbers(value, key, where)
     if array.shape != (n,):
-        raise DataError(f"{where}{key} must have one value per window ({n}), got {array.shape}")
+        raise DataError(f"{where}{key} must have one value per {unit} ({n}), got {array.shape}")
     if array.dtype.kind == "f":
         _finite(array, key, where)
         if not np.all(array == np.round(array)):

@@ -110,6 +110,9 @@ def _finetune_each(
     """:func:`finetune_all` one client after another (:mod:`fedprune.engine.masked_fit`)."""
     lengths = sorted(set(epochs))
     out: dict[int, dict[int, tuple[float, list[np.ndarray]]]] = {e: {} for e in lengths}
+    if progress is not None:  # the bar counts clients, as they finish one after another
+        progress.reset(total=len(clients))
+        progress.unit = "client"
     for client, client_seed in zip(clients, seeds):
         cid = client.client_id
         fitted = MaskedClientModel(
@@ -125,7 +128,7 @@ def _finetune_each(
             done = e
             out[e][cid] = (accuracy(client.y_test, fitted.predict(client.x_test)), fitted.weights())
         if progress is not None:
-            progress.update(max(lengths) / len(clients))
+            progress.update(1)
     return out
 
 

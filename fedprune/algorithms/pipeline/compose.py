@@ -27,7 +27,7 @@ from fedprune.algorithms.pipeline.scope import check_block, check_layerwise, ker
 from fedprune.algorithms.pipeline.state import PipelineState
 from fedprune.checks import check_at_most
 from fedprune.configs.pipeline import PipelineConfig
-from fedprune.configs.protocol import BEFORE_SPLIT, with_protocol
+from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, with_protocol
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
@@ -75,7 +75,7 @@ def run_pipeline(
         return run.read_summary()
     t0, t1, t2 = config.phases
     data = load_recorded(har_recipe(config), data_dir)
-    clients = f"{config.dataset}'s clients"
+    clients = f"{dataset_label(config.dataset)}'s clients"
     check_at_most("clusters", config.clusters, data.num_clients, clients)
     trained = resolve(config.model, model, out)
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
@@ -143,7 +143,7 @@ def run_pipeline(
         ),
         step,
         t0 + 1 + t1 + t2,
-        desc=lambda t: f"{config.method} {config.dataset} {phase_of(t)}",
+        desc=lambda t: f"{config.method} {dataset_label(config.dataset)} {phase_of(t)}",
         progress=progress,
         shapes=shapes,
         total_option="--phases",

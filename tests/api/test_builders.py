@@ -1,0 +1,94 @@
+"""The public builders: one per registered method, options checked before anything runs, your
+data and model only where a method takes them; importing the API imports no TensorFlow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fedprune as fp
+from fedprune.errors import ConfigError, DataError
+from fedprune.methods import METHODS
+
+
+def windows(clients: int = 3, per_client: int = 20, seed: int = 0) -> fp.WindowedDataset:
+    rng = np.random.default_rng(seed)
+    n = clients * per_client
+    y = np.tile(np.arange(2), n // 2)
+    x = rng.normal(size=(n, 16, 2)).astype(np.float32) + y[:, None, None]
+    return fp.from_arrays(x, y, np.repeat(np.arange(clients), per_client))
+
+
+def test_every_method_has_its_builder_named_after_it():
+    assert set(fp.BUILDERS) == set(METHODS)
+    for name, builder in fp.BUILDERS.items():
+        assert builder.__name__ == name.replace("-", "_")
+        assert getattr(fp, builder.__name__) is builder
+        assert f"fedprune train {name}" in builder.__doc__
+
+
+def test_options_become_the_methods_config():
+    trainer = fp.caafp("uci_har", phases=(0, 0, 4), prune_frequency=2, seed=3)
+    assert type(trainer.config) is METHODS["caafp"].config
+    assert trainer.config.phases == (0, 0, 4) and trainer.config.seed == 3
+    assert trainer.config.dataset == "uci_har" and trainer.method.name == "caafp"
+
+
+def test_config_and_options_combine():
+    base = fp.fedavg("wisdm", rounds=7).config
+    trainer = fp.fedavg(config=base, seed=5)
+    assert (trainer.config.rounds, trainer.config.seed, trainer.config.dataset) == (7, 5, "wisdm")
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: fp.caafp("uci_har", bogus=1), "unknown option.*bogus"),
+        (lambda: fp.caafp("uci_har", phases=(0, 0, 0)), "--phases"),
+        (lambda: fp.caafp(), "give the data"),
+        (lambda: fp.caafp("mnist"), "--dataset must be one of"),
+        (lambda: fp.caafp(config=fp.kfed("ecoli").config), "takes a CAAFPConfig"),
+        (lambda: fp.ascfl(model_fn=lambda s, k: None), "does not take your own model"),
+        (lambda: fp.kfed(windows()), "does not take a WindowedDataset; .*caafp"),
+        (lambda: fp.caafp(fp.from_table(np.ones((4, 2)), [0, 0, 1, 1])), "kfed"),
+        (lambda: fp.build("nope"), "unknown method 'nope'"),
+        (lambda: fp.caafp(windows(), model_fn="not a function"), "model_fn must be a function"),
+    ],
+)
+def test_bad_calls_are_one_named_error(call, message):
+    with pytest.raises(ConfigError, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: fp.from_table(np.ones(3), [0, 0, 0]), "shape \\(objects, features\\)"),
+        (lambda: fp.from_table([[1.0], [np.nan]], [0, 0]), "x\\[1, 0\\] = nan"),
+        (lambda: fp.from_table(np.ones((3, 2)), [0, 0]), "one value per object \\(3\\)"),
+        (lambda: fp.from_table(np.ones((3, 2)), [0, 0, 1]), "client 1 holds 1 object"),
+        (lambda: fp.from_table(np.ones((2, 2)), [0, 0], [0, -1]), "y\\[1\\] = -1"),
+        (lambda: fp.from_table(np.ones((2, 2)), [0.5, 0.5]), "whole numbers"),
+    ],
+)
+def test_bad_tables_are_one_data_error(make, message):
+    with pytest.raises(DataError, match=message):
+        make()
+
+
+def test_your_data_sets_the_dataset_and_model_names():
+    def tiny(input_shape, num_classes):  # never built here
+        raise AssertionError
+
+    trainer = fp.fedavg(windows(), model_fn=tiny, rounds=1)
+    assert trainer.config.dataset == "dataset.npz" and trainer.config.model == "user:tiny"
+    assert trainer.model.fn is tiny and trainer.data is not None
+
+
+def test_importing_the_api_imports_no_tensorflow():
+    code = "import fedprune as fp, sys; fp.caafp('uci_har'); print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
