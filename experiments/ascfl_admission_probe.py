@@ -1,15 +1,21 @@
 """Which reading of AS-CFL's admission test lets the incentive clustering find the rotation
-groups? (issue 18; docs/ascfl.md "Why AS-CFL finds no groups").
+groups? Measures the clusters each admission rule forms on real client updates
+(docs/ascfl.md "Why AS-CFL finds no groups").
 
 MNIST, 20 clients, IID labels (``--labels iid``: clients differ only by their rotation, so
 the four rotation groups are the right clusters; ``--alpha A``: Dirichlet(A) labels, the
 main comparison's partition at 0.4), scaled setting (``image_cnn_small``, one
 local epoch). FedAvg trains the shared model for ``--rounds`` rounds on the TFF engine
-(:mod:`fedprune.engine.per_client`); at each round listed in ``--at``, the server's AS-CFL
-regrouping (:func:`fedprune.algorithms.ascfl.server.regroup`: similarity, incentive
-clustering, EM and split/merge) is applied to that round's real client updates once per
-admission rule and similarity, without changing the FedAvg state. Printed per case: clusters
-after the incentive and after split/merge, and their ARI against the rotation groups.
+(:mod:`fedprune.engine.per_client`); at each round listed in ``--at``, AS-CFL's regrouping
+(:meth:`fedprune.algorithms.ascfl.rules.ASCFLRule.regroup`: similarity, incentive
+clustering, EM and split/merge, with the options at their earlier defaults, Algorithm 1 read
+literally: Stage 1 every round, no warm-up, raw EM, the settled merge guard, each client's
+update from its start model, the output layer's low-rank similarity) is applied to that
+round's real client updates once per admission rule and similarity, without changing the
+FedAvg state. Printed per case: clusters after the incentive
+(:func:`fedprune.algorithms.ascfl.server.incentive_labels` on
+:func:`fedprune.algorithms.ascfl.server.similarity_space`) and after split/merge, and their
+ARI against the rotation groups.
 
 Also printed: how well each similarity separates the groups by itself (mean cosine within and
 between groups, and the ARI of average-linkage clustering with K = 4), which tells a
@@ -21,6 +27,7 @@ similarity that cannot see rotations from an admission test that breaks groups a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import sys
 
@@ -28,9 +35,11 @@ import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
 from fedprune.algorithms.ascfl import metrics, server, similarity
-from fedprune.algorithms.ascfl.experiment import Evaluator, build_federation
+from fedprune.algorithms.ascfl.compose import Evaluator, RoundUpdates
+from fedprune.algorithms.ascfl.experiment import build_federation
 from fedprune.algorithms.ascfl.incentive import ADMISSION_RULES
-from fedprune.configs.ascfl import ClusteredImageConfig
+from fedprune.algorithms.ascfl.rules import ASCFLRule, FedAvgRule
+from fedprune.configs.ascfl import BEFORE_STOP_31, ClusteredImageConfig
 from fedprune.engine import per_client
 from fedprune.models.spec import ModelSpec
 from fedprune.workers import execution
@@ -68,12 +77,15 @@ def main(argv: list[str] | None = None) -> int:
 
     labels = {"labels": "iid"} if args.alpha is None else {"alpha": args.alpha}
     config = ClusteredImageConfig(method="ascfl", dataset="mnist", seed=0, **labels)
+    # the AS-CFL options at their earlier defaults: Algorithm 1 read literally
+    literal = dataclasses.replace(config, **BEFORE_STOP_31)
     fed = build_federation(config, args.data_dir)
     groups = np.asarray(fed.group_of_client)
     spec = ModelSpec(fed.federated.input_shape, 10, seed=config.seed, model=config.model)
     execution.install()
     update_round = per_client.build_update_round(spec, config.local_epochs, 1)
     evaluator = Evaluator(spec, fed)
+    fedavg = FedAvgRule(config, spec)
     model = list(spec.initial_weights().trainable)
     everyone = {c: 0 for c in range(config.num_clients)}
     for t in range(1, args.rounds + 1):
@@ -100,31 +112,43 @@ def main(argv: list[str] | None = None) -> int:
                 )
             if args.similarity_only:
                 continue
-            for rule, low_rank in itertools.product(ADMISSION_RULES, (True, False)):
-                settings = server.ServerSettings(admission=rule, low_rank=low_rank)
-                _, sim, _ = server._similarity_space(  # noqa: SLF001 (the incentive alone)
-                    got.updates, got.client_ids, settings
+            for rule_name, low_rank in itertools.product(ADMISSION_RULES, (True, False)):
+                factorized = 2 if low_rank else None  # the output kernel and bias
+                _, sim, _ = server.similarity_space(  # the incentive alone
+                    got.updates, got.client_ids, factorized, literal.explained_variance
                 )
-                initial = server._incentive_labels(  # noqa: SLF001
-                    sim, got.examples.astype(float), [model] * len(flat), got, settings,
+                initial = server.incentive_labels(
+                    sim,
+                    got.examples.astype(float),
+                    [model] * len(flat),
+                    got,
                     evaluator.proxy,
-                )  # fmt: skip
-                final = server.regroup(
-                    [model], everyone, got, settings, evaluator.proxy, np.random.default_rng(t)
+                    positive_incentive=True,
+                    admission=rule_name,
+                    gain=literal.gain,
+                    theta=literal.theta,
+                )
+                settings = dataclasses.replace(
+                    literal, admission=rule_name, without=None if low_rank else "low-rank"
+                )
+                rule = ASCFLRule(settings, spec, low_rank_tensors=2)
+                final = rule.regroup(
+                    RoundUpdates(
+                        t, [model], everyone, got, evaluator.proxy, np.random.default_rng(t)
+                    )
                 )
                 labels = np.array([final.cluster_of[c] for c in range(config.num_clients)])
                 print(
-                    f"round {t}: {rule:15s} low-rank {'on ' if low_rank else 'off'}: "
+                    f"round {t}: {rule_name:15s} low-rank {'on ' if low_rank else 'off'}: "
                     f"incentive K={len(set(initial.tolist())):2d} "
                     f"ARI {metrics.adjusted_rand_index(initial, groups):+.2f}; "
                     f"after split/merge K={len(set(labels.tolist())):2d} "
                     f"ARI {metrics.adjusted_rand_index(labels, groups):+.2f}",
                     flush=True,
                 )
-        model = server.regroup(  # FedAvg: one model, the weighted mean update
-            [model], everyone, got, server.ServerSettings(method="fedavg"), evaluator.proxy,
-            np.random.default_rng(t),
-        ).models[0]  # fmt: skip
+        model = fedavg.regroup(  # FedAvg: one model, the weighted mean update
+            RoundUpdates(t, [model], everyone, got, evaluator.proxy, np.random.default_rng(t))
+        ).models[0]
     execution.shutdown()
     return 0
 

@@ -47,8 +47,8 @@ class Method:
     # fine-tuning inputs, (run, data, model spec) -> ({client: start}, {client: kernel masks})
     finetune_start: str | None = None
     # which of your own data the method takes (the Python API and --dataset PATH.npz):
-    # "windows" (fedprune.data.user, with your own model_fn too), "table"
-    # (fedprune.data.tables), or "" (its built-in datasets only)
+    # "windows" (fedprune.data.user) or "images" (fedprune.data.user_images), both with your
+    # own model_fn too, "table" (fedprune.data.tables), or "" (its built-in datasets only)
     data: str = ""
 
     def run_function(self) -> Callable[..., dict]:
@@ -66,6 +66,7 @@ _PIPELINE_FILES = (
     "config.json, metrics.csv (per round and cluster), clusters.json, masks.npz, "
     "cluster_models.npz, personal_ft<E>.npz and summary.json in --out; resumable like every run."
 )
+_PIPELINE_RUNNER = "fedprune.algorithms.pipeline.compose:run_method"
 _PIPELINE_START = "fedprune.algorithms.pipeline.compose:finetune_start"
 _RESUMES = (
     " Re-running the same command resumes an interrupted run, and returns a finished one "
@@ -90,7 +91,7 @@ METHODS: dict[str, Method] = {
             "Cluster-Aware Adaptive Federated Pruning (Algorithm 1 of the paper) on TFF. "
             + _PIPELINE_FILES,
             CAAFPConfig,
-            "fedprune.algorithms.caafp.prune_and_heal:run_caafp",
+            _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
         ),
@@ -100,7 +101,7 @@ METHODS: dict[str, Method] = {
             "CA-AFP with K = 1: prune-and-heal on one global model, then fine-tuning. "
             + _PIPELINE_FILES,
             GlobalFTConfig,
-            "fedprune.algorithms.global_ft:run_global_ft",
+            _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
         ),
@@ -110,7 +111,7 @@ METHODS: dict[str, Method] = {
             "10 FedAvg warm-up rounds, cosine clustering into 3 groups, 40 rounds of per-group "
             "training with a proximal term, fine-tuning; no pruning. " + _PIPELINE_FILES,
             FedCHARConfig,
-            "fedprune.algorithms.fedchar:run_fedchar",
+            _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
         ),
@@ -120,7 +121,7 @@ METHODS: dict[str, Method] = {
             "Magnitude pruning to 70 % after the first round, fixed mask afterwards, K = 1, "
             "fine-tuning. " + _PIPELINE_FILES,
             EfficientFLConfig,
-            "fedprune.algorithms.efficientfl:run_efficientfl",
+            _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
         ),
@@ -130,7 +131,7 @@ METHODS: dict[str, Method] = {
             "SNIP connection sensitivity |E[g] * w0| from the clients' mean gradient at the "
             "initial weights, one fixed 70 % mask, K = 1, fine-tuning. " + _PIPELINE_FILES,
             FedSNIPConfig,
-            "fedprune.algorithms.fedsnip:run_fedsnip",
+            _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
         ),
@@ -163,7 +164,7 @@ METHODS: dict[str, Method] = {
             "fedprune.algorithms.fedcref.experiment:run_fedcref_experiment",
         ),
         *(
-            Method(name, summary, description + _IMAGE_FILES, config, _IMAGE_RUNNER)
+            Method(name, summary, description + _IMAGE_FILES, config, _IMAGE_RUNNER, data="images")
             for name, summary, description, config in (
                 (
                     "ascfl",

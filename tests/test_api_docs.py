@@ -2,8 +2,8 @@
 
 The blocks run from a folder that has the repository's ``examples`` beside them (as the
 repository root does), with ``FEDPRUNE_DATA_DIR`` pointing to fixture files in the official
-formats (a WISDM raw file of 4 users, an E. coli-format table), so the test needs no
-downloaded data.
+formats (a WISDM raw file of 4 users, an E. coli-format table, Fashion-MNIST-format idx
+files of patterns), so the test needs no downloaded data.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedprune.data import images
+from tests.algorithms.test_fedcref_run import pattern_images
 from tests.conftest import wisdm_text
+from tests.data.test_images import write_idx_pair
 
 REPO = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
@@ -54,6 +57,9 @@ def fixture_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         wisdm_text(users=(1, 2, 3, 4), rows_per_activity=200)
     )
     ecoli_like(data / "uci_tabular" / "ecoli" / "ecoli.data")
+    for split, seed in (("train", 0), ("test", 1)):  # Fashion-MNIST-format patterns
+        x, y = pattern_images(per_class=40, classes=7, seed=seed)
+        write_idx_pair(data / "fashion_mnist", images.file_names("fashion_mnist", split), x, y)
     monkeypatch.setenv("FEDPRUNE_DATA_DIR", str(data))
     return data
 
@@ -106,3 +112,16 @@ def test_fedhire_own_table_example(fixture_data, tmp_path):
     assert set(out) == {"fedhire", "kfed"}
     assert out["kfed"]["ari"] > 0.9  # three well separated classes
     assert out["fedhire"]["purity"] > 0.6
+
+
+@pytest.mark.slow
+def test_ascfl_ifca_client_data_example(fixture_data, tmp_path):
+    example = load_example("ascfl_ifca_client_data")
+    out = example.main(["--quick", "--out", str(tmp_path / "runs")])
+    assert set(out) == {"ascfl", "ifca"}
+    for name in out:
+        config = json.loads((tmp_path / "runs" / name / "config.json").read_text())
+        assert config["model"] == "user:my_cnn" and config["num_clients"] == 8
+        assert (tmp_path / "runs" / name / "model.json").exists()
+        assert isinstance(out[name]["ari"], float)  # the groups given are the ARI's truth
+    assert out["ifca"]["clusters"] <= 4

@@ -13,13 +13,10 @@ paper's accounting).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from fedprune.algorithms.oneshot import run_pruned_once
+from fedprune.algorithms.oneshot import PruneOnce
 from fedprune.configs.pipeline import PipelineConfig
-from fedprune.models.user import UserModel
 
 
 def magnitude_scores(
@@ -29,12 +26,6 @@ def magnitude_scores(
     return [np.abs(w) for w in aggregated]
 
 
-def run_efficientfl(
-    config: PipelineConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-    model: UserModel | None = None,
-) -> dict:
-    """Train (or resume, or return the finished) efficientfl run in ``out``; returns the summary."""
-    return run_pruned_once(config, magnitude_scores, out, data_dir, progress, model)
+def policy(config: PipelineConfig) -> PruneOnce:
+    """EfficientFL's mask policy: magnitude, once, at ``config.target_sparsity``."""
+    return PruneOnce.from_config(config, magnitude_scores)

@@ -14,13 +14,10 @@ participating clients.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from fedprune.algorithms.oneshot import run_pruned_once
+from fedprune.algorithms.oneshot import PruneOnce
 from fedprune.configs.pipeline import PipelineConfig
-from fedprune.models.user import UserModel
 
 
 def snip_scores(
@@ -30,12 +27,6 @@ def snip_scores(
     return [np.abs(g * w) for g, w in zip(stats["grad"], broadcast)]
 
 
-def run_fedsnip(
-    config: PipelineConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-    model: UserModel | None = None,
-) -> dict:
-    """Train (or resume, or return the finished) fedsnip run in ``out``; returns the summary."""
-    return run_pruned_once(config, snip_scores, out, data_dir, progress, model)
+def policy(config: PipelineConfig) -> PruneOnce:
+    """FedSNIP's mask policy: SNIP saliency, once, at ``config.target_sparsity``."""
+    return PruneOnce.from_config(config, snip_scores)

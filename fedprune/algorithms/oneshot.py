@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-from fedprune.algorithms.pipeline import run_pipeline
 from fedprune.configs.pipeline import PipelineConfig
-from fedprune.models.user import UserModel
 from fedprune.sparsity import masks as M
 
 Score = Callable[
@@ -32,6 +29,11 @@ class PruneOnce:
     block: int = 1
     budget: str = "global"
 
+    @classmethod
+    def from_config(cls, config: PipelineConfig, score: Score) -> PruneOnce:
+        """``score`` at the configuration's target sparsity, mask unit and budget."""
+        return cls(score, config.target_sparsity, config.block, config.budget)
+
     def scoring_round(self, t: int) -> bool:
         return t == 1
 
@@ -45,20 +47,3 @@ class PruneOnce:
     ) -> list[np.ndarray]:
         scores = self.score(broadcast, aggregated, stats)
         return M.prune_to(masks, scores, self.target, self.block, self.budget)
-
-
-def run_pruned_once(
-    config: PipelineConfig,
-    score: Score,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-    model: UserModel | None = None,
-) -> dict:
-    """Run the pipeline with the mask set once by ``score`` at ``config.target_sparsity``."""
-    policy = (
-        PruneOnce(score, config.target_sparsity, config.block, config.budget)
-        if config.phases[2] > 0
-        else None
-    )
-    return run_pipeline(config, policy, out, data_dir, progress, model)

@@ -11,8 +11,9 @@
 
 * data: :func:`from_arrays`, :func:`from_clients`, :func:`from_client_data`,
   :func:`read_npz` (:mod:`fedprune.data.user`) for labelled windows, :func:`from_table`
-  (:mod:`fedprune.data.tables`) for the one-shot clustering methods' objects, or a built-in
-  dataset's name;
+  (:mod:`fedprune.data.tables`) for the one-shot clustering methods' objects,
+  :func:`from_images` / :func:`images_from_client_data` (:mod:`fedprune.data.user_images`)
+  for the clustered-FL methods' images, or a built-in dataset's name;
 * models: any ``model_fn(input_shape, num_classes)`` returning an uncompiled Keras model
   (:mod:`fedprune.models.user`);
 * one builder per method (:mod:`fedprune.api.builders`), each returning a :class:`Trainer`;
@@ -45,12 +46,14 @@ from fedprune.api.result import Result, open_result
 from fedprune.api.trainer import Trainer, Workers
 from fedprune.data.tables import ClientTable, from_table
 from fedprune.data.user import from_arrays, from_client_data, from_clients, read_npz, write_npz
+from fedprune.data.user_images import ImageClients, from_images, images_from_client_data
 from fedprune.data.windows import WindowedDataset
 from fedprune.models.user import UserModel
 
 __all__ = [
     "BUILDERS",
     "ClientTable",
+    "ImageClients",
     "Result",
     "Trainer",
     "UserModel",
@@ -72,8 +75,10 @@ __all__ = [
     "from_arrays",
     "from_client_data",
     "from_clients",
+    "from_images",
     "from_table",
     "global_ft",
+    "images_from_client_data",
     "ifca",
     "kfed",
     "open_result",

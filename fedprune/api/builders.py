@@ -28,14 +28,16 @@ from typing import Any
 from fedprune.api.trainer import Trainer
 from fedprune.configs.fields import Config
 from fedprune.data.tables import ClientTable
+from fedprune.data.user_images import ImageClients
 from fedprune.data.windows import WindowedDataset
 from fedprune.errors import ConfigError
 from fedprune.methods import METHODS
 from fedprune.models.user import UserModel
 from fedprune.runs.names import USER_DATASET
 
-DataArg = str | os.PathLike | WindowedDataset | ClientTable
-YOURS = {"windows": WindowedDataset, "table": ClientTable}  # Method.data -> in-memory type
+DataArg = str | os.PathLike | WindowedDataset | ImageClients | ClientTable
+YOURS = {"windows": WindowedDataset, "images": ImageClients, "table": ClientTable}
+MODELS_TOO = ("windows", "images")  # the kinds of data that come with your own model_fn
 ModelFn = Callable[..., Any] | UserModel
 
 
@@ -91,10 +93,10 @@ def build(
         )
     user = model_fn if isinstance(model_fn, UserModel) or model_fn is None else UserModel(model_fn)
     mine = data if isinstance(data, tuple(YOURS.values())) else None
-    if user is not None and entry.data != "windows":
+    if user is not None and entry.data not in MODELS_TOO:
         raise ConfigError(
-            f"{method} does not take your own model; the HAR methods do "
-            f"({', '.join(n for n, m in METHODS.items() if m.data == 'windows')})"
+            f"{method} does not take your own model; "
+            f"{', '.join(n for n, m in METHODS.items() if m.data in MODELS_TOO)} do"
         )
     if mine is not None and not isinstance(mine, YOURS.get(entry.data, ())):
         takes = [n for n, m in METHODS.items() if isinstance(mine, YOURS.get(m.data, ()))]
@@ -102,6 +104,8 @@ def build(
     values = dict(options)
     if mine is not None:
         values["dataset"] = USER_DATASET  # placed in the run directory by Trainer.run
+        if isinstance(mine, ImageClients):  # the clients are yours: their number too
+            values.setdefault("num_clients", len(mine.clients))
     elif data is not None:
         values["dataset"] = os.fspath(data)
     if user is not None:
@@ -123,7 +127,7 @@ def _required(cls: type, name: str) -> bool:
 def _builder(method: str, what: str) -> Callable[..., Trainer]:
     """The public builder of ``method`` (a thin, documented wrapper of :func:`build`)."""
     config = METHODS[method].config
-    takes_model = METHODS[method].data == "windows"
+    takes_model = METHODS[method].data in MODELS_TOO
     kind = YOURS[METHODS[method].data].__name__ if METHODS[method].data else ""
 
     def builder(
@@ -143,6 +147,7 @@ def _builder(method: str, what: str) -> Callable[..., Trainer]:
         else "model_fn : None\n        Not taken by this method (its built-in model is used).\n"
     )
     builder.__name__ = builder.__qualname__ = method.replace("-", "_")
+    builder.method = method  # the registry name
     builder.__doc__ = f"""{what}: ``fedprune train {method}`` as a :class:`Trainer`.
 
     Parameters
@@ -180,6 +185,11 @@ kfed = _builder("kfed", "k-FED: one-shot federated k-means")
 fedkmeans = _builder("fedkmeans", "federated k-means (TFF's build_fed_kmeans)")
 
 BUILDERS: dict[str, Callable[..., Trainer]] = {
-    name: globals()[name.replace("-", "_")] for name in METHODS
-}
-"""Every method's builder, by its registry name (a test checks that none is missing)."""
+    builder.method: builder
+    for builder in (
+        caafp, global_ft, fedchar, efficientfl, fedsnip, clusterfl, fedavg, fedcref, ascfl,
+        cfl, cfl_fixed, ifca, fedhire, kfed, fedkmeans,
+    )
+}  # fmt: skip
+"""The builder of every built-in method, by its registry name (a test checks that none is
+missing); a method registered later is built with :func:`build`."""

@@ -23,6 +23,7 @@ from fedprune.api.result import Result
 from fedprune.configs.fields import Config
 from fedprune.data.tables import ClientTable, read_table_npz, write_table_npz
 from fedprune.data.user import read_npz, write_npz
+from fedprune.data.user_images import ImageClients, read_images_npz, write_images_npz
 from fedprune.data.windows import WindowedDataset
 from fedprune.errors import DataError
 from fedprune.methods import Method
@@ -78,7 +79,7 @@ class Trainer:
 
     method: Method
     config: Config
-    data: WindowedDataset | ClientTable | None = None
+    data: WindowedDataset | ImageClients | ClientTable | None = None
     model: UserModel | None = None
 
     def run(
@@ -123,7 +124,9 @@ class Trainer:
 
 
 @contextmanager
-def _placed_data(data: WindowedDataset | ClientTable | None, out: Path) -> Iterator[Path | None]:
+def _placed_data(
+    data: WindowedDataset | ImageClients | ClientTable | None, out: Path
+) -> Iterator[Path | None]:
     """``out/dataset.npz`` holding ``data`` (written unless the same data is there already);
     removed again if the run fails before it started. ``None`` when no data was given."""
     if data is None:
@@ -153,6 +156,7 @@ def _placed_data(data: WindowedDataset | ClientTable | None, out: Path) -> Itera
 FILES = {
     WindowedDataset: (write_npz, read_npz),
     ClientTable: (write_table_npz, read_table_npz),
+    ImageClients: (write_images_npz, read_images_npz),
 }
 """How each kind of your data is written to and read from ``dataset.npz``."""
 

@@ -1,6 +1,10 @@
 """The configuration of AS-CFL and its baselines on rotated, label-skewed image clients
-(:mod:`fedprune.algorithms.ascfl`): one class for ``fedprune train ascfl|cfl|cfl-fixed|ifca``
-(FedAvg is ``ifca --clusters 1``: one model averaged over all clients).
+(:mod:`fedprune.algorithms.ascfl`): one class per method of ``fedprune train
+ascfl|cfl|cfl-fixed|ifca`` (FedAvg is ``ifca --clusters 1``: one model averaged over all
+clients). :class:`ClusteredImageConfig` is AS-CFL's and holds every field; the baselines'
+classes share its fields, leave AS-CFL's own options unused and check their own options.
+The class, not the recorded ``method`` name, says which method a configuration runs
+(:mod:`fedprune.algorithms.ascfl.rules`).
 
 Defaults are the paper's (§4.1: 20 clients, α, sizes 10-60 %, rotations, learning rate 0.1
 decayed by 0.99 per round, batch 32; §3: θ = 0.85, 20 % candidates, β = 0.8, α = 0.2, 95 %
@@ -19,6 +23,7 @@ from fedprune.checks import (
     FRACTION,
     POSITIVE,
     SEED,
+    Rule,
     check_at_most,
     count,
     interval,
@@ -27,14 +32,15 @@ from fedprune.checks import (
 )
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
+from fedprune.configs.protocol import is_user_file
 from fedprune.errors import ConfigError
 
 IMAGE_DATASETS = ("mnist", "fashion_mnist", "emnist_digits")
 IMAGE_MODELS = ("image_cnn", "image_cnn_small")
 WITHOUT = ("incentive", "adjustment", "low-rank")
 LOW_RANK_LAYERS = ("output", "dense_head")
-# AS-CFL's defaults up to stop 30 (Algorithm 1 read literally); the baselines, which do not
-# use these options, record them at these values, as they always did
+# AS-CFL's defaults before these changed (Algorithm 1 read literally); the baselines, which
+# do not use these options, record them at these values, as they always did
 BEFORE_STOP_31 = {
     "admission": "absolute_gain",
     "em_space": "raw",
@@ -51,16 +57,69 @@ ADMISSION = (
     "similarity_gate",
     "retained_ratio",
 )
+# AS-CFL's own options: the baselines do not use them
+ASCFL_OPTIONS = frozenset(
+    {
+        "without",
+        "theta",
+        "admission",
+        "gain",
+        "explained_variance",
+        "low_rank_layers",
+        "split_threshold",
+        "merge_threshold",
+        "em_space",
+        "singletons",
+        "split_guard",
+        "merge_guard",
+        "update_reference",
+        "stage1",
+        "late_clients",
+        "epochs_rule",
+        "warmup_rounds",
+    }
+)
 UNIT = interval(0, 1, low_open=True)
+# the partition's options: your own images come with their clients and proxy set
+PARTITION_OPTIONS = frozenset(
+    {"alpha", "labels", "min_frac", "max_frac", "proxy_size", "proxy_rotation"}
+)
+
+
+def _check_dataset(name: str, value: str) -> str:
+    if isinstance(value, str) and (value in IMAGE_DATASETS or is_user_file(value)):
+        return value
+    raise ConfigError(
+        f"--dataset must be one of {', '.join(IMAGE_DATASETS)} or the path of your own .npz "
+        f"images (docs/data.md), got {value!r}"
+    )
+
+
+def _check_model(name: str, value: str) -> str:
+    if isinstance(value, str) and (value in IMAGE_MODELS or value.startswith(har.USER_MODEL)):
+        return value
+    raise ConfigError(
+        f"--model must be one of {', '.join(IMAGE_MODELS)} (or your own model, given to the "
+        f"Python API as model_fn), got {value!r}"
+    )
+
+
 # --scale: (model, rounds, local epochs)
 SCALES = {"scaled": ("image_cnn_small", 30, 1), "paper": ("image_cnn", 100, 10)}
 
 
 @dataclasses.dataclass(frozen=True)
 class ClusteredImageConfig(Config):
-    """One run of AS-CFL, CFL, CFL with a fixed K, or IFCA (``method``)."""
+    """One run of AS-CFL; the baselines' classes below (CFL, CFL with a fixed K, IFCA) share
+    these fields."""
 
-    dataset: str = param("mnist", help="image dataset", rule=one_of(IMAGE_DATASETS))
+    dataset: str = param(
+        "mnist",
+        help="image dataset, or your own images as PATH.npz (keys x, y, client_id, proxy_x, "
+        "proxy_y, optional group; docs/data.md)",
+        rule=Rule(_check_dataset, ""),
+        metavar="{" + ",".join(IMAGE_DATASETS) + ",PATH.npz}",
+    )
     num_clients: int = param(20, help="clients N", flag="clients", rule=count(2))
     alpha: float = param(0.4, help="Dirichlet concentration of the label skew", rule=POSITIVE)
     labels: str = param(
@@ -86,7 +145,7 @@ class ClusteredImageConfig(Config):
     model: str | None = param(
         None,
         help="image CNN",
-        rule=optional(one_of(IMAGE_MODELS)),
+        rule=optional(Rule(_check_model, "")),
         default_text="by --scale: image_cnn_small / image_cnn",
     )
     rounds: int | None = param(
@@ -200,36 +259,16 @@ class ClusteredImageConfig(Config):
     eps2: float = param(1.6, help="CFL: ... and the largest update norm above this", rule=POSITIVE)
     seed: int = param(0, help="seed of the partition, models, sampling", rule=SEED)
     method: str = har.method("ascfl")
+    dataset_sha256: str | None = har.dataset_sha256()
 
     def unused_fields(self) -> frozenset[str]:
-        ascfl = {
-            "without",
-            "theta",
-            "admission",
-            "gain",
-            "explained_variance",
-            "low_rank_layers",
-            "split_threshold",
-            "merge_threshold",
-            "em_space",
-            "singletons",
-            "split_guard",
-            "merge_guard",
-            "update_reference",
-            "stage1",
-            "late_clients",
-            "epochs_rule",
-            "warmup_rounds",
-        }
-        unused = {
-            "ascfl": {"clusters", "eps1", "eps2"},
-            "cfl": ascfl | {"clusters"},
-            "cfl-fixed": ascfl | {"eps1", "eps2"},
-            "ifca": ascfl | {"eps1", "eps2"},
-        }[self.method]
+        unused = {"clusters", "eps1", "eps2"}  # the baselines' options
         if not self.has_late_clients:  # nobody misses the round that forms the clusters
-            unused = unused | {"late_clients"}
-        return frozenset(unused)
+            unused.add("late_clients")
+        return frozenset(unused) | self._partition_unused()
+
+    def _partition_unused(self) -> frozenset[str]:
+        return PARTITION_OPTIONS if is_user_file(self.dataset) else frozenset()
 
     def __post_init__(self) -> None:
         scaled = dict(zip(("model", "rounds", "local_epochs"), SCALES.get(self.scale, ())))
@@ -245,13 +284,14 @@ class ClusteredImageConfig(Config):
         ``--update-reference``, ``--stage1``, ``--epochs-rule``, ``--warmup-rounds``,
         ``--low-rank-layers`` and ``--late-clients`` where they hold the value they had before
         the option existed (the pairs below; ``data_size`` equals ``uniform`` on every
-        partition that has no client smaller than a batch). Stop 31 changed six of those
-        defaults, so a run with today's defaults records them and an older default run is not
-        resumed as one."""
+        partition that has no client smaller than a batch). Six of those defaults changed
+        later (``BEFORE_STOP_31``), so a run with today's defaults records them and an older
+        default run is not resumed as one."""
         recorded = super().recorded()
         recorded.pop("scale")
-        if self.method != "ascfl":  # unused: one fixed value, so every such run is the same
-            recorded.update({k: v for k, v in BEFORE_STOP_31.items() if k in self.unused_fields()})
+        if recorded["dataset_sha256"] is None:  # a built-in dataset's runs record none
+            del recorded["dataset_sha256"]
+        recorded.update(self._recorded_unused())
         later = (
             ("em_space", "raw"),
             ("singletons", "keep"),
@@ -267,10 +307,15 @@ class ClusteredImageConfig(Config):
         for name, default in later:
             if recorded[name] == default:
                 recorded.pop(name)
-        # every run without late clients is the same under both values (added in stop 35)
+        # every run without late clients is the same under both values
         if not self.has_late_clients:
             recorded.pop("late_clients", None)
         return recorded
+
+    def _recorded_unused(self) -> dict:
+        """Unused options recorded at one fixed value, so that every run that differs only in
+        them is the same run (AS-CFL uses all of its options)."""
+        return {}
 
     @property
     def reporting_clients(self) -> int:
@@ -281,23 +326,34 @@ class ClusteredImageConfig(Config):
     def has_late_clients(self) -> bool:
         """Whether clients can miss the one round that forms AS-CFL's clusters (Stage 1 once,
         some dropout): only then does ``--late-clients`` change the run."""
-        return self.method == "ascfl" and self.stage1 == "first_round" and self.client_dropout > 0
+        return self.stage1 == "first_round" and self.client_dropout > 0
 
     def check(self) -> None:
-        if self.min_frac > self.max_frac:
-            raise ConfigError(
-                f"--min-frac {self.min_frac} is above --max-frac {self.max_frac}; "
-                "give min <= max"
-            )
-        if self.method == "ascfl" and self.split_threshold <= self.merge_threshold:
+        """The checks of every clustered run, then AS-CFL's own."""
+        self._check_shared()
+        if self.split_threshold <= self.merge_threshold:
             raise ConfigError(
                 f"--split-threshold {self.split_threshold} must be above --merge-threshold "
                 f"{self.merge_threshold}"
             )
-        if self.method == "ascfl" and self.warmup_rounds >= self.rounds:
+        if self.warmup_rounds >= self.rounds:
             raise ConfigError(
                 f"--warmup-rounds {self.warmup_rounds} leaves none of the {self.rounds} rounds "
                 "to cluster; give fewer warm-up rounds than --rounds"
+            )
+
+    def _check_shared(self) -> None:
+        """The checks of every method's run."""
+        own = {f.name: f.default for f in dataclasses.fields(self)}["method"]
+        if self.method != own:  # the class runs its method; the name is only recorded
+            raise ConfigError(
+                f"{type(self).__name__} runs {own}, not {self.method}; use the configuration "
+                f"class of {self.method} (fedprune.methods)"
+            )
+        if self.min_frac > self.max_frac:
+            raise ConfigError(
+                f"--min-frac {self.min_frac} is above --max-frac {self.max_frac}; "
+                "give min <= max"
             )
         if self.noise_multiplier > 0 and self.clip_norm is None:
             raise ConfigError("--noise-multiplier needs --clip-norm (the sensitivity)")
@@ -307,34 +363,70 @@ class ClusteredImageConfig(Config):
                 f"{self.num_clients} clients (--clients) reporting in a round; give a smaller "
                 "--client-dropout or more --clients"
             )
-        if self.method == "cfl-fixed":  # K clusters of the clients that report
-            check_at_most(
-                "clusters",
-                self.clusters,
-                self.reporting_clients,
-                f"the clients reporting in a round: --clients {self.num_clients}, "
-                f"--client-dropout {self.client_dropout:g}",
-            )
-        if self.method == "ifca":  # more models than clients: some could never be chosen
-            check_at_most("clusters", self.clusters, self.num_clients, "--clients")
 
 
 @dataclasses.dataclass(frozen=True)
-class CFLConfig(ClusteredImageConfig):
+class _BaselineConfig(ClusteredImageConfig):
+    """What the baselines share: AS-CFL's options are unused and recorded at the values they
+    had before their defaults changed (so the baselines' run directories from then resume,
+    and an AS-CFL option given to a baseline does not make another run); no client is late
+    (clusters are formed every round)."""
+
+    def unused_fields(self) -> frozenset[str]:
+        return ASCFL_OPTIONS | {"clusters", "eps1", "eps2"} | self._partition_unused()
+
+    def _recorded_unused(self) -> dict:
+        unused = self.unused_fields()
+        return {k: v for k, v in BEFORE_STOP_31.items() if k in unused}
+
+    @property
+    def has_late_clients(self) -> bool:
+        return False
+
+    def check(self) -> None:
+        self._check_shared()
+
+
+@dataclasses.dataclass(frozen=True)
+class CFLConfig(_BaselineConfig):
     """CFL (Sattler et al.): recursive bipartition of clusters by update similarity."""
 
     method: str = har.method("cfl")
 
+    def unused_fields(self) -> frozenset[str]:
+        return super().unused_fields() - {"eps1", "eps2"}
+
 
 @dataclasses.dataclass(frozen=True)
-class CFLFixedConfig(ClusteredImageConfig):
+class CFLFixedConfig(_BaselineConfig):
     """CFL with a fixed number of clusters (the AS-CFL paper's baseline reading)."""
 
     method: str = har.method("cfl-fixed")
 
+    def unused_fields(self) -> frozenset[str]:
+        return super().unused_fields() - {"clusters"}
+
+    def check(self) -> None:
+        super().check()
+        check_at_most(  # K clusters of the clients that report
+            "clusters",
+            self.clusters,
+            self.reporting_clients,
+            f"the clients reporting in a round: --clients {self.num_clients}, "
+            f"--client-dropout {self.client_dropout:g}",
+        )
+
 
 @dataclasses.dataclass(frozen=True)
-class IFCAConfig(ClusteredImageConfig):
+class IFCAConfig(_BaselineConfig):
     """IFCA: K models, each client trains the one with the lowest loss (K = 1: FedAvg)."""
 
     method: str = har.method("ifca")
+
+    def unused_fields(self) -> frozenset[str]:
+        return super().unused_fields() - {"clusters"}
+
+    def check(self) -> None:
+        super().check()
+        # more models than clients: some could never be chosen
+        check_at_most("clusters", self.clusters, self.num_clients, "--clients")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from fedprune.algorithms import refinetune as R
-from fedprune.algorithms.caafp.prune_and_heal import run_caafp
 from fedprune.algorithms.clusterfl import run_clusterfl
+from fedprune.algorithms.pipeline import run_method as run_caafp
 from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.configs.pipeline import CAAFPConfig
 from fedprune.errors import ConfigError

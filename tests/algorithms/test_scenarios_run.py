@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from fedprune.algorithms.caafp.prune_and_heal import run_caafp
 from fedprune.algorithms.fedavg import run_fedavg
+from fedprune.algorithms.pipeline import run_method as run_caafp
 from fedprune.configs.fedavg import FedAvgConfig
 from fedprune.configs.pipeline import CAAFPConfig
 from fedprune.data.registry import load_federated

@@ -51,7 +51,7 @@ def test_config_and_options_combine():
         (lambda: fp.caafp(), "give the data"),
         (lambda: fp.caafp("mnist"), "--dataset must be one of"),
         (lambda: fp.caafp(config=fp.kfed("ecoli").config), "takes a CAAFPConfig"),
-        (lambda: fp.ascfl(model_fn=lambda s, k: None), "does not take your own model"),
+        (lambda: fp.kfed("ecoli", model_fn=lambda s, k: None), "does not take your own model"),
         (lambda: fp.kfed(windows()), "does not take a WindowedDataset; .*caafp"),
         (lambda: fp.caafp(fp.from_table(np.ones((4, 2)), [0, 0, 1, 1])), "kfed"),
         (lambda: fp.build("nope"), "unknown method 'nope'"),
@@ -92,3 +92,46 @@ def test_importing_the_api_imports_no_tensorflow():
     code = "import fedprune as fp, sys; fp.caafp('uci_har'); print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def images(clients: int = 4, per_client: int = 6, seed: int = 0) -> fp.ImageClients:
+    rng = np.random.default_rng(seed)
+    n = clients * per_client
+    x = rng.random((n, 8, 8, 1)).astype(np.float32)
+    y = np.tile(np.arange(2), n // 2)
+    proxy = (rng.random((4, 8, 8, 1)), np.array([0, 1, 0, 1]))
+    return fp.from_images(x, y, np.repeat(np.arange(clients), per_client), proxy=proxy)
+
+
+def test_your_images_set_the_dataset_and_the_number_of_clients():
+    trainer = fp.ifca(images(clients=5), clusters=2, rounds=1)
+    assert trainer.config.num_clients == 5 and trainer.config.dataset == "dataset.npz"
+    assert "alpha" in trainer.config.unused_fields()  # the partition's options do not apply
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: fp.from_images(np.ones((4, 8, 8)), [0] * 4, [0] * 4, proxy=(np.ones((1, 8, 8)), [0])), "add a channel axis"),  # noqa: E501
+        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0] * 4, [0, 0, 1, 1], proxy=(np.ones((1, 4, 4, 1)), [0])), "proxy_x must hold images shaped like"),  # noqa: E501
+        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0] * 4, [0] * 4, proxy=(np.ones((1, 8, 8, 1)), [0])), "names 1 client"),  # noqa: E501
+        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0, 0, 0, 0], [0, 0, 0, 1], proxy=(np.ones((1, 8, 8, 1)), [0])), "client 1 has fewer than 2"),  # noqa: E501
+        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0, 0, 5, 0], [0, 0, 1, 1], proxy=(np.ones((1, 8, 8, 1)), [0]), class_names=["a", "b"]), "y\\[2\\] = 5 is not a class"),  # noqa: E501
+        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0] * 4, [0, 0, 1, 1], proxy=(np.ones((1, 8, 8, 1)), [0]), groups=[0]), "group must have one value per client \\(2\\)"),  # noqa: E501
+    ],
+)
+def test_bad_images_are_one_data_error(make, message):
+    with pytest.raises(DataError, match=message):
+        make()
+
+
+@pytest.mark.slow
+def test_an_images_file_with_other_clients_than_clients_is_refused(tmp_path):
+    from fedprune.algorithms.ascfl.experiment import run_clustered_images
+    from fedprune.configs.ascfl import IFCAConfig
+
+    path = fp.api.trainer.write_images_npz(images(clients=3), tmp_path / "mine.npz")
+    config = IFCAConfig(dataset=str(path), num_clients=4, clusters=2, rounds=1)
+    with pytest.raises(ConfigError, match="--clients 4 but mine.npz holds 3 clients"):
+        run_clustered_images(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -13,6 +13,12 @@ concept per module; the round loop wires these in. Only :mod:`.dp_aggregator` us
 * :mod:`.cfl` -- the CFL baselines (Sattler et al.'s bipartition; fixed K) (4.1).
 * :mod:`.metrics` -- ARI, Jaccard stability, rounds to 90% of peak accuracy (4.1, 4.4.2).
 
+The methods are composed from these: :mod:`.server` -- the server's steps of a round
+(aggregation within a cluster, the similarity space, Stage 1, CFL's split pass);
+:mod:`.rules` -- each method (AS-CFL, CFL, CFL with a fixed K, IFCA, FedAvg) as a rule built
+from its configuration class; :mod:`.compose` -- the clustered round, the same for every
+rule, on the shared round loop; :mod:`.experiment` -- a run (data, model, rule).
+
 The plain-text copy of the paper lost every equation body; each reading below is the
 sentence it reads, then the choice (the module docstrings give details and options):
 
@@ -89,11 +95,11 @@ sentence it reads, then the choice (the module docstrings give details and optio
     by the local data size" (3.5) and "a minimum of 10 local epochs is enforced" (3.2.3):
     E_i = max(E, ceil(BS / n_i)) epochs, E = ``--local-epochs`` (10 at ``--scale paper``);
     only a client with fewer examples than a batch trains more than E (``--epochs-rule``;
-    ``experiment.local_epochs``).
+    ``rules.local_epochs``).
 25. Stage 1 is "initial greedy clustering ... to form initial clusters" inside the round
     loop (Algorithm 1 line 16): once, Stage 2 then adjusting the clusters the clients
     trained in (default since stop 31, ``--stage1 first_round``), or every round
-    (``every_round``; ``server``'s module text).
+    (``every_round``; ``rules``' module text).
 26. (no sentence; a departure, default W = 5 since stop 31) ``--warmup-rounds W``: rounds 1..W are
     FedAvg on one model and Stage 1 first runs in round W + 1 (with ``--stage1
     first_round``: only then). Measured reason (``experiments/ascfl_admission_probe.py

@@ -212,35 +212,20 @@ def dispersion_separation(
     return _geometry(x, label_array(labels, len(x)), w)
 
 
-def bipartition(
-    points: object,
-    data_sizes: object = None,
-    *,
-    method: SplitMethod = "two_means",
-    max_iter: int = 10,
-) -> np.ndarray:
-    """Split one cluster in two (Section 3.3 "split into smaller sub-clusters"). Returns a
-    boolean mask: ``True`` for the clients of the second part (the one without client 0).
+def _min_cross_similarity(x: np.ndarray, w: np.ndarray, max_iter: int) -> np.ndarray:
+    """The second part of :func:`.cfl.optimal_bipartition` of the cosine similarities."""
+    check_nonzero(x)
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    s = np.clip(unit @ unit.T, -1.0, 1.0)
+    _, second = cfl.optimal_bipartition((s + s.T) / 2)
+    mask = np.zeros(len(x), dtype=bool)
+    mask[second] = True
+    return mask
 
-    ``"two_means"``: the two members farthest apart (ties: lowest indices) seed a weighted
-    2-means on Euclidean distance; ``"min_cross_similarity"``: :func:`.cfl.optimal_bipartition`
-    of the members' cosine similarities.
-    """
-    checks.check_choice("split_method", method, SPLIT_METHODS)
-    checks.check_count("split_iterations", max_iter)
-    x = update_matrix(points)
-    n = len(x)
-    if n < 2:
-        raise ConfigError(f"a split needs at least 2 clients, got {n}")
-    w = weights_from_sizes(data_sizes, n)
-    if method == "min_cross_similarity":
-        check_nonzero(x)
-        unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-        s = np.clip(unit @ unit.T, -1.0, 1.0)
-        _, second = cfl.optimal_bipartition((s + s.T) / 2)
-        mask = np.zeros(n, dtype=bool)
-        mask[second] = True
-        return mask
+
+def _two_means(x: np.ndarray, w: np.ndarray, max_iter: int) -> np.ndarray:
+    """Weighted 2-means seeded by the two members farthest apart; the side without
+    member 0."""
     pairwise = _distances(x, x)
     if pairwise.max() == 0:
         raise DataError("cannot split a cluster whose members' vectors are all identical")
@@ -257,6 +242,33 @@ def bipartition(
             break
         side = moved
     return side != side[0]
+
+
+# split_method -> (points, weights, max_iter) -> the mask of the second part
+_BIPARTITIONS = {"two_means": _two_means, "min_cross_similarity": _min_cross_similarity}
+
+
+def bipartition(
+    points: object,
+    data_sizes: object = None,
+    *,
+    split_method: SplitMethod = "two_means",
+    max_iter: int = 10,
+) -> np.ndarray:
+    """Split one cluster in two (Section 3.3 "split into smaller sub-clusters"). Returns a
+    boolean mask: ``True`` for the clients of the second part (the one without client 0).
+
+    ``"two_means"``: the two members farthest apart (ties: lowest indices) seed a weighted
+    2-means on Euclidean distance; ``"min_cross_similarity"``: :func:`.cfl.optimal_bipartition`
+    of the members' cosine similarities.
+    """
+    checks.check_choice("split_method", split_method, SPLIT_METHODS)
+    checks.check_count("split_iterations", max_iter)
+    x = update_matrix(points)
+    n = len(x)
+    if n < 2:
+        raise ConfigError(f"a split needs at least 2 clients, got {n}")
+    return _BIPARTITIONS[split_method](x, weights_from_sizes(data_sizes, n), max_iter)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,7 +332,7 @@ def adjust_clusters(
     refused = 0
     for c in range(k):
         if len(members[c]) >= 2 and ratio[c] > split_threshold:
-            second = bipartition(x[members[c]], w[members[c]], method=split_method)
+            second = bipartition(x[members[c]], w[members[c]], split_method=split_method)
             trial = current.copy()
             trial[members[c][second]] = k + len(splits)
             if split_guard == "halves" and not _halves_settled(

@@ -38,13 +38,10 @@ Interpretations (the paper is silent or inconsistent; all configurable):
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 
-from fedprune.algorithms.pipeline import run_pipeline
 from fedprune.configs.pipeline import PipelineConfig
-from fedprune.models.user import UserModel
 from fedprune.sparsity import masks as M
 from fedprune.sparsity.schedule import PruneHealSchedule
 from fedprune.sparsity.scores import importance
@@ -104,14 +101,6 @@ class PruneAndHeal:
         return M.prune_and_regrow(masks, scores, regrow, step.n_prune, step.n_grow, self.block)
 
 
-def run_caafp(
-    config: PipelineConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-    model: UserModel | None = None,
-) -> dict:
-    """Train (or resume, or return the finished) CA-AFP run in ``out``; returns the summary.
-    Global-FT (:mod:`fedprune.algorithms.global_ft`) runs through here with K = 1."""
-    policy = PruneAndHeal.from_config(config) if config.phases[2] > 0 else None
-    return run_pipeline(config, policy, out, data_dir, progress, model)
+def policy(config: PipelineConfig) -> PruneAndHeal:
+    """CA-AFP's mask policy (Global-FT's too: it is CA-AFP with K = 1)."""
+    return PruneAndHeal.from_config(config)

@@ -44,7 +44,7 @@ Shared interpretations (all configurable):
   clustering (download of w^(T0) and upload of the update, every client), statistics.
 """
 
-from fedprune.algorithms.pipeline.compose import run_pipeline
+from fedprune.algorithms.pipeline.compose import run_method, run_pipeline
 from fedprune.algorithms.pipeline.policy import MaskPolicy, update_masks
 
-__all__ = ["MaskPolicy", "run_pipeline", "update_masks"]
+__all__ = ["MaskPolicy", "run_method", "run_pipeline", "update_masks"]

@@ -194,6 +194,19 @@ def run_pipeline(
     return summary
 
 
+def run_method(
+    config: PipelineConfig,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+    model: UserModel | None = None,
+) -> dict:
+    """The runner of every pipeline method (CA-AFP, Global-FT, FedCHAR, EfficientFL,
+    FedSNIP): :func:`run_pipeline` with the mask policy the configuration's class names
+    (:meth:`fedprune.configs.pipeline.PipelineConfig.policy`)."""
+    return run_pipeline(config, config.policy(), out, data_dir, progress, model)
+
+
 def cluster_starts(
     cluster_w: Mapping[int, Sequence[np.ndarray]],
     kernel_masks: Mapping[int, Sequence[np.ndarray]],

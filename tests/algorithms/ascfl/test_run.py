@@ -10,7 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from fedprune.algorithms.ascfl.experiment import _reporting, run_clustered_images
+from fedprune.algorithms.ascfl import experiment
+from fedprune.algorithms.ascfl.compose import reporting
+from fedprune.algorithms.ascfl.experiment import run_clustered_images
 from fedprune.configs.ascfl import (
     BEFORE_STOP_31,
     CFLConfig,
@@ -110,8 +112,8 @@ def test_a_client_absent_when_clusters_form_joins_by_lowest_loss(image_dir, tmp_
     assert "late_clients" not in ClusteredImageConfig(**TINY).recorded()  # no dropout
     # a dropout run from before the option (which followed) resumes as --late-clients follow
     assert "late_clients" not in dataclasses.replace(config, late_clients="follow").recorded()
-    absent = set(range(4)) - set(_reporting(config, 1).tolist())
-    back = next(t for t in range(2, 5) if absent <= set(_reporting(config, t).tolist()))
+    absent = set(range(4)) - set(reporting(config, 1).tolist())
+    back = next(t for t in range(2, 5) if absent <= set(reporting(config, t).tolist()))
     for rule in ("lowest_loss", "follow"):
         out = tmp_path / rule
         run_clustered_images(
@@ -170,9 +172,29 @@ def test_bad_parameters_are_one_line(kwargs, message):
 
 
 def test_the_proxy_rotation_option_reaches_the_partition(image_dir):
-    from fedprune.algorithms.ascfl.experiment import build_federation
-
-    upright = build_federation(ClusteredImageConfig(**TINY, proxy_rotation="none"), image_dir)
-    mixed = build_federation(ClusteredImageConfig(**TINY), image_dir)
+    upright = experiment.build_federation(
+        ClusteredImageConfig(**TINY, proxy_rotation="none"), image_dir
+    )
+    mixed = experiment.build_federation(ClusteredImageConfig(**TINY), image_dir)
     assert set(upright.proxy_angle.tolist()) == {0}
     assert set(mixed.proxy_angle.tolist()) == {0, 90, 180, 270}
+
+
+@pytest.mark.parametrize("config", [ClusteredImageConfig(**TINY), IFCAConfig(**TINY, clusters=2)])
+def test_a_given_federation_and_model_are_used_instead_of_loading(
+    config, image_dir, tmp_path, monkeypatch, tff_context
+):
+    loaded = run_clustered_images(config, tmp_path / "loaded", image_dir, progress=False)
+    fed = experiment.build_federation(config, image_dir)
+    spec = experiment.model_spec(config, fed)
+
+    def no_loading(*_args):
+        raise AssertionError("the federation was given")
+
+    monkeypatch.setattr(experiment, "build_federation", no_loading)
+    given = run_clustered_images(
+        config, tmp_path / "given", federation=fed, spec=spec, progress=False
+    )
+    assert {k: v for k, v in given.items() if k != "wall_s"} == {
+        k: v for k, v in loaded.items() if k != "wall_s"
+    }

@@ -67,7 +67,7 @@ def test_two_means_bipartition_by_the_farthest_pair():
     x = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 1.0], [5.0, 1.0], [1.0, 0.5]])
     assert bipartition(x).tolist() == [False, True, False, True, False]
     cos = bipartition(
-        np.array([[1.0, 0.1], [-1.0, 0.0], [2.0, -0.1]]), method="min_cross_similarity"
+        np.array([[1.0, 0.1], [-1.0, 0.0], [2.0, -0.1]]), split_method="min_cross_similarity"
     )
     assert cos.tolist() == [False, True, False]
 

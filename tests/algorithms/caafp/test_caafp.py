@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from fedprune.algorithms.caafp.prune_and_heal import run_caafp
+from fedprune.algorithms.pipeline import run_method as run_caafp
 from fedprune.configs.pipeline import CAAFPConfig
 from fedprune.errors import ConfigError
 from fedprune.runs import RunDir
