@@ -112,12 +112,53 @@ def test_your_images_set_the_dataset_and_the_number_of_clients():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: fp.from_images(np.ones((4, 8, 8)), [0] * 4, [0] * 4, proxy=(np.ones((1, 8, 8)), [0])), "add a channel axis"),  # noqa: E501
-        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0] * 4, [0, 0, 1, 1], proxy=(np.ones((1, 4, 4, 1)), [0])), "proxy_x must hold images shaped like"),  # noqa: E501
-        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0] * 4, [0] * 4, proxy=(np.ones((1, 8, 8, 1)), [0])), "names 1 client"),  # noqa: E501
-        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0, 0, 0, 0], [0, 0, 0, 1], proxy=(np.ones((1, 8, 8, 1)), [0])), "client 1 has fewer than 2"),  # noqa: E501
-        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0, 0, 5, 0], [0, 0, 1, 1], proxy=(np.ones((1, 8, 8, 1)), [0]), class_names=["a", "b"]), "y\\[2\\] = 5 is not a class"),  # noqa: E501
-        (lambda: fp.from_images(np.ones((4, 8, 8, 1)), [0] * 4, [0, 0, 1, 1], proxy=(np.ones((1, 8, 8, 1)), [0]), groups=[0]), "group must have one value per client \\(2\\)"),  # noqa: E501
+        (
+            lambda: fp.from_images(
+                np.ones((4, 8, 8)), [0] * 4, [0] * 4, proxy=(np.ones((1, 8, 8)), [0])
+            ),
+            "add a channel axis",
+        ),  # noqa: E501
+        (
+            lambda: fp.from_images(
+                np.ones((4, 8, 8, 1)), [0] * 4, [0, 0, 1, 1], proxy=(np.ones((1, 4, 4, 1)), [0])
+            ),
+            "proxy_x must hold images shaped like",
+        ),  # noqa: E501
+        (
+            lambda: fp.from_images(
+                np.ones((4, 8, 8, 1)), [0] * 4, [0] * 4, proxy=(np.ones((1, 8, 8, 1)), [0])
+            ),
+            "names 1 client",
+        ),  # noqa: E501
+        (
+            lambda: fp.from_images(
+                np.ones((4, 8, 8, 1)),
+                [0, 0, 0, 0],
+                [0, 0, 0, 1],
+                proxy=(np.ones((1, 8, 8, 1)), [0]),
+            ),
+            "client 1 has fewer than 2",
+        ),  # noqa: E501
+        (
+            lambda: fp.from_images(
+                np.ones((4, 8, 8, 1)),
+                [0, 0, 5, 0],
+                [0, 0, 1, 1],
+                proxy=(np.ones((1, 8, 8, 1)), [0]),
+                class_names=["a", "b"],
+            ),
+            "y\\[2\\] = 5 is not a class",
+        ),  # noqa: E501
+        (
+            lambda: fp.from_images(
+                np.ones((4, 8, 8, 1)),
+                [0] * 4,
+                [0, 0, 1, 1],
+                proxy=(np.ones((1, 8, 8, 1)), [0]),
+                groups=[0],
+            ),
+            "group must have one value per client \\(2\\)",
+        ),  # noqa: E501
     ],
 )
 def test_bad_images_are_one_data_error(make, message):

@@ -1,7 +1,6 @@
 """The rules of the clustered round (ascfl/rules.py): each method's configuration class gives
 its rule, and each rule answers what the shared round asks of it."""
 
-
 import numpy as np
 import pytest
 
