@@ -32,7 +32,7 @@ from fedprune.checks import (
 )
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
-from fedprune.configs.protocol import is_user_file
+from fedprune.configs.protocol import builtin_or_user_file, is_user_file
 from fedprune.errors import ConfigError
 
 IMAGE_DATASETS = ("mnist", "fashion_mnist", "emnist_digits")
@@ -86,15 +86,6 @@ PARTITION_OPTIONS = frozenset(
 )
 
 
-def _check_dataset(name: str, value: str) -> str:
-    if isinstance(value, str) and (value in IMAGE_DATASETS or is_user_file(value)):
-        return value
-    raise ConfigError(
-        f"--dataset must be one of {', '.join(IMAGE_DATASETS)} or the path of your own .npz "
-        f"images (docs/data.md), got {value!r}"
-    )
-
-
 def _check_model(name: str, value: str) -> str:
     if isinstance(value, str) and (value in IMAGE_MODELS or value.startswith(har.USER_MODEL)):
         return value
@@ -117,7 +108,7 @@ class ClusteredImageConfig(Config):
         "mnist",
         help="image dataset, or your own images as PATH.npz (keys x, y, client_id, proxy_x, "
         "proxy_y, optional group; docs/data.md)",
-        rule=Rule(_check_dataset, ""),
+        rule=builtin_or_user_file(IMAGE_DATASETS, "images", "docs/data.md"),
         metavar="{" + ",".join(IMAGE_DATASETS) + ",PATH.npz}",
     )
     num_clients: int = param(20, help="clients N", flag="clients", rule=count(2))

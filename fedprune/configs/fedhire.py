@@ -14,11 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from fedprune.checks import POSITIVE, SEED, Rule, count, interval, one_of, optional
+from fedprune.checks import POSITIVE, SEED, count, interval, one_of, optional
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
-from fedprune.configs.protocol import is_user_file
-from fedprune.errors import ConfigError
+from fedprune.configs.protocol import builtin_or_user_file, is_user_file
 from fedprune.lazy import resolve
 
 # fedprune.data.uci_tabular.TABULAR_NAMES (not imported: the command line stays light;
@@ -43,15 +42,6 @@ SERVER_METHODS = ("mcpl", "kmeans")
 COMPETITIVE_LEARNING_FIELDS = frozenset({"eta", "k0_ratio", "client_method", "server_method"})
 
 
-def _check_dataset(name: str, value: str) -> str:
-    if isinstance(value, str) and (value in TABULAR_DATASETS or is_user_file(value)):
-        return value
-    raise ConfigError(
-        f"--dataset must be one of {', '.join(TABULAR_DATASETS)} or the path of your own .npz "
-        f"table (docs/data.md), got {value!r}"
-    )
-
-
 @dataclasses.dataclass(frozen=True)
 class FedHireConfig(Config):
     """One Fed-HIRE run (``method`` fedhire): FCPL on the clients, MCPL, the data-enhanced
@@ -65,7 +55,7 @@ class FedHireConfig(Config):
     dataset: str = param(
         help="UCI table, or your own table as PATH.npz (keys x, client_id, optional y; "
         "docs/data.md)",
-        rule=Rule(_check_dataset, ""),
+        rule=builtin_or_user_file(TABULAR_DATASETS, "table", "docs/data.md"),
         metavar="{" + ",".join(TABULAR_DATASETS) + ",PATH.npz}",
     )
     partition: str = param(

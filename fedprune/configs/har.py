@@ -12,7 +12,7 @@ from typing import Any
 
 from fedprune.checks import POSITIVE, SEED, Rule, count, each, interval, one_of, optional
 from fedprune.configs.fields import float_tuple, int_tuple, param
-from fedprune.configs.protocol import SPLITS, is_user_file
+from fedprune.configs.protocol import SPLITS, builtin_or_user_file
 from fedprune.errors import ConfigError
 
 # the HAR datasets of fedprune.data.registry.DATASETS (not imported: it loads scipy;
@@ -21,20 +21,11 @@ HAR_DATASETS = ("uci_har", "wisdm")
 USER_MODEL = "user:"  # fedprune.models.user.PREFIX (not imported: it is not a config module)
 
 
-def _check_dataset(name: str, value: str) -> str:
-    if isinstance(value, str) and (value in HAR_DATASETS or is_user_file(value)):
-        return value
-    raise ConfigError(
-        f"--dataset must be one of {', '.join(HAR_DATASETS)} or the path of your own .npz "
-        f"file (docs/data.md 'Your own data'), got {value!r}"
-    )
-
-
 def dataset() -> Any:  # noqa: ANN401 (a dataclass field)
     return param(
         help="which HAR dataset to use: uci_har, wisdm, or your own windows as PATH.npz "
         "(keys x, y, client_id; docs/data.md)",
-        rule=Rule(_check_dataset, ""),
+        rule=builtin_or_user_file(HAR_DATASETS, "file", "docs/data.md 'Your own data'"),
         metavar="{uci_har,wisdm,PATH.npz}",
     )
 

@@ -46,6 +46,23 @@ def is_user_file(dataset: str) -> bool:
     return dataset.endswith(USER_SUFFIX)
 
 
+def builtin_or_user_file(builtin: tuple[str, ...], what: str, doc: str) -> object:
+    """The ``--dataset`` rule of a method family: one of ``builtin`` or the path of your own
+    ``.npz`` ``what`` (:func:`is_user_file`), described by ``doc`` in the error."""
+    from fedprune.checks import Rule
+    from fedprune.errors import ConfigError
+
+    def check(name: str, value: str) -> str:
+        if isinstance(value, str) and (value in builtin or is_user_file(value)):
+            return value
+        raise ConfigError(
+            f"--dataset must be one of {', '.join(builtin)} or the path of your own .npz "
+            f"{what} ({doc}), got {value!r}"
+        )
+
+    return Rule(check, "")
+
+
 def dataset_label(dataset: str) -> str:
     """``--dataset`` as progress bars and messages name it: a built-in dataset's name, or
     your file's name without its folders."""

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedprune.data.user import _finite, _integers, _numbers
+from fedprune.data.user import _finite, _integers, _numbers, load_archive
 from fedprune.errors import DataError
 
 MIN_OBJECTS = 2
@@ -112,24 +111,7 @@ def from_table(
 def read_table_npz(path: str | os.PathLike) -> ClientTable:
     """The table in an ``.npz`` file with the keys of the module docstring."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"--dataset {path}: no such file; give the path of your .npz table")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        reason = " ".join(str(err).split()) or type(err).__name__
-        raise DataError(
-            f"--dataset {path} is not a readable .npz archive ({reason}); write it with "
-            "numpy.savez(path, x=..., client_id=..., y=...)"
-        ) from None
-    missing = [key for key in ("x", "client_id") if key not in arrays]
-    unknown = sorted(set(arrays) - {"x", "client_id", "y"})
-    if missing or unknown:
-        problem = f"lacks {', '.join(missing)}" if missing else f"has unknown keys {unknown}"
-        raise DataError(
-            f"--dataset {path} {problem}; a table's keys are x, client_id and optionally y"
-        )
+    arrays = load_archive(path, ("x", "client_id"), ("y",))
     return from_table(
         arrays["x"], arrays["client_id"], arrays.get("y"), name=path.stem, source=str(path)
     )

@@ -226,9 +226,14 @@ def from_client_data(
     )
 
 
-def read_npz(path: str | os.PathLike, min_windows: int = MIN_WINDOWS) -> WindowedDataset:
-    """The dataset in an ``.npz`` file with the keys of the module docstring."""
+def load_archive(
+    path: str | os.PathLike, required: Sequence[str], optional: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """The arrays of your ``.npz`` file ``path`` (read without pickle), which must hold the
+    ``required`` keys and no keys beyond ``optional``; a missing or unreadable file, or
+    other keys, is one :class:`DataError` naming the file and the keys it needs."""
     path = Path(path)
+    keys = f"{', '.join(required)} and optionally {', '.join(optional)}"
     if not path.is_file():
         raise DataError(f"--dataset {path}: no such file; give the path of your .npz file")
     try:
@@ -238,16 +243,20 @@ def read_npz(path: str | os.PathLike, min_windows: int = MIN_WINDOWS) -> Windowe
         reason = " ".join(str(err).split()) or type(err).__name__
         raise DataError(
             f"--dataset {path} is not a readable .npz archive ({reason}); write it with "
-            "numpy.savez(path, x=..., y=..., client_id=...)"
+            f"numpy.savez(path, ...) with the keys {keys}"
         ) from None
-    missing = [key for key in ("x", "y", "client_id") if key not in arrays]
-    unknown = sorted(set(arrays) - set(NPZ_KEYS))
+    missing = [key for key in required if key not in arrays]
+    unknown = sorted(set(arrays) - set(required) - set(optional))
     if missing or unknown:
         problem = f"lacks {', '.join(missing)}" if missing else f"has unknown keys {unknown}"
-        raise DataError(
-            f"--dataset {path} {problem}; its keys must be x, y, client_id and optionally "
-            "time, class_names, channel_names"
-        )
+        raise DataError(f"--dataset {path} {problem}; its keys must be {keys}")
+    return arrays
+
+
+def read_npz(path: str | os.PathLike, min_windows: int = MIN_WINDOWS) -> WindowedDataset:
+    """The dataset in an ``.npz`` file with the keys of the module docstring."""
+    path = Path(path)
+    arrays = load_archive(path, NPZ_KEYS[:3], NPZ_KEYS[3:])
     names = {key: _names(arrays, key, path) for key in ("class_names", "channel_names")}
     return from_arrays(
         arrays["x"],

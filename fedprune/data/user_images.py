@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import numpy as np
 
 from fedprune.data.partition import ClientData, FederatedData, time_ordered_split
 from fedprune.data.rotated_partition import RotatedFederatedData
-from fedprune.data.user import _finite, _integers, _numbers
+from fedprune.data.user import _finite, _integers, _numbers, load_archive
 from fedprune.errors import DataError
 
 MIN_IMAGES = 2
@@ -149,22 +148,7 @@ def images_from_client_data(
 def read_images_npz(path: str | os.PathLike) -> ImageClients:
     """The images in an ``.npz`` file with the keys of the module docstring."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"--dataset {path}: no such file; give the path of your .npz images")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        reason = " ".join(str(err).split()) or type(err).__name__
-        raise DataError(f"--dataset {path} is not a readable .npz archive ({reason})") from None
-    missing = [k for k in REQUIRED if k not in arrays]
-    unknown = sorted(set(arrays) - set(REQUIRED) - set(OPTIONAL))
-    if missing or unknown:
-        problem = f"lacks {', '.join(missing)}" if missing else f"has unknown keys {unknown}"
-        raise DataError(
-            f"--dataset {path} {problem}; its keys are {', '.join(REQUIRED)} and optionally "
-            f"{', '.join(OPTIONAL)}"
-        )
+    arrays = load_archive(path, REQUIRED, OPTIONAL)
     names = arrays.get("class_names")
     return from_images(
         arrays["x"], arrays["y"], arrays["client_id"],
