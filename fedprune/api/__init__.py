@@ -18,7 +18,11 @@
   (:mod:`fedprune.models.user`);
 * one builder per method (:mod:`fedprune.api.builders`), each returning a :class:`Trainer`;
   ``fedprune train`` runs the same trainers;
-* :class:`Result`: the finished run's summary, metrics, models, masks and clusters.
+* :class:`Result`: the finished run's summary, metrics, models, masks and clusters;
+* the evaluation protocol every HAR method applies to your windows, as functions:
+  :func:`partition_by_subject` (one client per id, each client's classes split 80/20 in time
+  order, :func:`time_ordered_split`) and :func:`standardize_all` (each client z-scored with
+  its own training statistics), with the defaults the built-in datasets use.
 
 Importing this module does not import TensorFlow; running a trainer does.
 """
@@ -44,6 +48,12 @@ from fedprune.api.builders import (
 )
 from fedprune.api.result import Result, open_result
 from fedprune.api.trainer import Trainer, Workers
+from fedprune.data.partition import (
+    FederatedData,
+    partition_by_subject,
+    standardize_all,
+    time_ordered_split,
+)
 from fedprune.data.tables import ClientTable, from_table
 from fedprune.data.user import from_arrays, from_client_data, from_clients, read_npz, write_npz
 from fedprune.data.user_images import ImageClients, from_images, images_from_client_data
@@ -53,6 +63,7 @@ from fedprune.models.user import UserModel
 __all__ = [
     "BUILDERS",
     "ClientTable",
+    "FederatedData",
     "ImageClients",
     "Result",
     "Trainer",
@@ -82,6 +93,9 @@ __all__ = [
     "ifca",
     "kfed",
     "open_result",
+    "partition_by_subject",
     "read_npz",
+    "standardize_all",
+    "time_ordered_split",
     "write_npz",
 ]

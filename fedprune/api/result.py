@@ -16,6 +16,7 @@ import numpy as np
 
 from fedprune.errors import DataError
 from fedprune.runs import artefacts, names
+from fedprune.runs.files import read_npz
 from fedprune.runs.finished import FinishedRun, open_finished
 
 if TYPE_CHECKING:
@@ -96,11 +97,19 @@ class Result:
             raise DataError(f"{self.path}: the run is not pruned (no {names.MASKS})")
         return found[0]
 
-    def assignments(self) -> dict[int, int]:
-        """Each client's cluster (clustered runs: ``clusters.json``)."""
-        if not (self.path / names.CLUSTERS).exists():
-            raise DataError(f"{self.path}: the run has no clusters ({names.CLUSTERS})")
-        return artefacts.read_clusters(self.path)
+    def assignments(self) -> dict[int, int] | dict[int, np.ndarray]:
+        """The clusters the run found: each client's cluster for the clustered-FL and HAR
+        methods (``clusters.json``), or, for the clustering methods, each client's objects'
+        cluster labels, ``{client: labels}`` (FedCRef's ``assignments.npz`` by client
+        number, Fed-HIRE's, k-FED's and federated k-means' ``labels.npz``)."""
+        if (self.path / names.CLUSTERS).exists():
+            return artefacts.read_clusters(self.path)
+        if (self.path / names.ASSIGNMENTS).exists():
+            return dict(enumerate(artefacts.read_assignments(self.path)))
+        if (self.path / names.LABELS).exists():
+            arrays = read_npz(self.path / names.LABELS)
+            return {int(k[len("client") :]): v for k, v in arrays.items() if k.startswith("client")}
+        raise DataError(f"{self.path}: the run has no clusters (no {names.CLUSTERS})")
 
 
 def open_result(path: str | os.PathLike) -> Result:

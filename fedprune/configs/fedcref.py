@@ -1,32 +1,87 @@
 """FedCRef's configurations (:mod:`fedprune.algorithms.fedcref`).
 
-* :class:`SystemConfig`: the simulated federated system (paper Table 1) and its initial
-  clustering;
+* :class:`SystemConfig`: the simulated federated system (paper Table 1), or your own
+  unlabeled vectors (``--dataset PATH.npz``), and the initial clustering;
 * :class:`FedCRefConfig`: the algorithm's hyper-parameters;
 * :class:`FedCRefRunConfig`: one flat configuration holding both (what ``fedprune train
   fedcref`` builds; its fields are the two parts' fields, generated from them, so each field's
   default, help and rule is written once). :meth:`~FedCRefRunConfig.recorded` is the dict
   ``config.json`` holds (as before this class existed).
+
+Your own data is a table ``.npz`` (keys ``x``, ``client_id``, optional ``y``;
+:mod:`fedprune.data.tables`): each client's vectors are taken as they are, ``--local-k``
+gives every client's number of local clusters K_i (default: the number of distinct classes in
+that client's ``y``), and the simulation's options (``--split``, ``--clients``,
+``--samples-per-class``, ``--overlap``, ``--max-classes``) are not used. ``--init`` defaults
+to ``dirty`` for the built-in datasets (the paper's simulation) and to ``kmeans-ae`` for your
+own file (the dirty init simulates a clustering from the classes ``y``; ``--local-k`` is then
+not used, K_i being each client's number of classes).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from fedprune.checks import FRACTION, POSITIVE, SEED, count, interval, one_of, optional
+from fedprune.checks import FRACTION, POSITIVE, SEED, Rule, count, interval, one_of, optional
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
+from fedprune.configs.protocol import builtin_or_user_file, is_user_file
+from fedprune.errors import ConfigError
 
 # fedprune.data.images.NAMES (not imported: it loads numpy; tests/configs check they agree)
 IMAGE_DATASETS = ("mnist", "fashion_mnist", "kmnist", "emnist_digits")
 INITS = ("dirty", "kmeans-ae")
+DEFAULT_MODEL = "autoencoder"
+# the simulation's options: your own file comes with its clients and their vectors
+SIMULATION_FIELDS = frozenset(
+    {"split", "num_clients", "samples_per_class", "overlap", "max_classes"}
+)
+
+
+def _check_model(name: str, value: str) -> str:
+    if isinstance(value, str) and (value == DEFAULT_MODEL or value.startswith(har.USER_MODEL)):
+        return value
+    raise ConfigError(
+        f"--model must be {DEFAULT_MODEL} (or your own autoencoder, given to the Python API as "
+        f"model_fn), got {value!r}"
+    )
+
+
+def default_init(dataset: str) -> str:
+    """``--init`` when it is not given: ``dirty`` (the paper's simulated start) for a built-in
+    dataset, ``kmeans-ae`` (an unsupervised start) for your own file."""
+    return "kmeans-ae" if is_user_file(dataset) else "dirty"
+
+
+def _unused(config: SystemConfig) -> frozenset[str]:
+    """The fields of the system part ``config`` does not use (module docstring)."""
+    unused = set() if config.init == "dirty" else {"dirtiness"}
+    if is_user_file(config.dataset):
+        unused |= SIMULATION_FIELDS
+        if config.init == "dirty":  # K_i is each client's number of classes
+            unused.add("local_k")
+    else:
+        unused.add("local_k")
+    return frozenset(unused)
+
+
+def _settle_init(config: Config) -> None:
+    """An unset ``init`` becomes :func:`default_init` of the dataset (before the rules)."""
+    if config.init is None:
+        config._set("init", default_init(config.dataset))
 
 
 @dataclasses.dataclass(frozen=True)
 class SystemConfig(Config):
     """The simulated federated system (paper Table 1) and its initial clustering."""
 
-    dataset: str = param("mnist", help="image dataset", rule=one_of(IMAGE_DATASETS))
+    dataset: str = param(
+        "mnist",
+        help="image dataset, or your own vectors as PATH.npz (keys x, client_id, optional y; "
+        "docs/fedcref.md)",
+        rule=builtin_or_user_file(IMAGE_DATASETS, "table", "docs/data.md"),
+        metavar="{" + ",".join(IMAGE_DATASETS) + ",PATH.npz}",
+    )
     split: str = param(
         "train",
         help="dataset split the clients are drawn from (KMNIST here: test)",
@@ -35,11 +90,12 @@ class SystemConfig(Config):
     num_clients: int = param(25, help="clients N", flag="clients", rule=count(2))
     samples_per_class: int = param(500, help="images per class and client S", rule=count())
     overlap: float = param(0.0, help="shared fraction O of a class", rule=FRACTION)
-    init: str = param(
-        "dirty",
+    init: str | None = param(
+        None,
         help="initial local clustering: simulated dirty uniform, or k-means on autoencoder "
         "codes with K_i given",
         rule=one_of(INITS),
+        default_text="dirty; kmeans-ae for your own PATH.npz",
     )
     dirtiness: float = param(
         0.3, help="misassigned fraction for --init dirty", rule=interval(0, 1, high_open=True)
@@ -50,9 +106,20 @@ class SystemConfig(Config):
         rule=optional(count(2)),
         default_text="K_G/2, the paper",
     )
+    local_k: int | None = param(
+        None,
+        help="local clusters K_i of every client of your own PATH.npz",
+        rule=optional(count(2)),
+        default_text="the classes in each client's y",
+    )
+    dataset_sha256: str | None = har.dataset_sha256()
+
+    def __post_init__(self) -> None:
+        _settle_init(self)
+        super().__post_init__()
 
     def unused_fields(self) -> frozenset[str]:
-        return frozenset() if self.init == "dirty" else frozenset({"dirtiness"})
+        return _unused(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,12 +148,24 @@ class FedCRefConfig(Config):
         cli=False,
     )
     seed: int = param(0, help="seed of the system, initial clusters, models", rule=SEED)
+    model: str = param(
+        DEFAULT_MODEL,
+        help="the autoencoder: the paper's, or your own (user:<name>, given to the Python API "
+        "as model_fn)",
+        rule=Rule(_check_model, ""),
+        cli=False,
+    )
 
 
 class _FedCRefRun(Config):
     """Methods of :class:`FedCRefRunConfig` (its fields are generated below)."""
 
-    unused_fields = SystemConfig.unused_fields
+    def __post_init__(self) -> None:
+        _settle_init(self)
+        super().__post_init__()
+
+    def unused_fields(self) -> frozenset[str]:
+        return _unused(self)
 
     def _part(self, part: type) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(part)}
@@ -100,12 +179,20 @@ class _FedCRefRun(Config):
         return FedCRefConfig(**self._part(FedCRefConfig))
 
     def recorded(self) -> dict:
-        """``config.json``'s dict: ``{"method": "fedcref", **system, **algorithm}``, with an
-        unset ``max_classes`` left out, so run directories written before the option existed
-        still match."""
+        """``config.json``'s dict: ``{"method": "fedcref", **system, **algorithm}``, with the
+        fields added later left out where they have the value runs had before they existed,
+        so those run directories still match: an unset ``max_classes``, ``local_k`` unset or
+        unused (the built-in datasets), no ``dataset_sha256`` (a built-in dataset) and the
+        paper's ``model``."""
         fields = dataclasses.asdict(self)
         if fields["max_classes"] is None:
             del fields["max_classes"]
+        if fields["local_k"] is None or "local_k" in self.unused_fields():
+            del fields["local_k"]
+        if fields["dataset_sha256"] is None:
+            del fields["dataset_sha256"]
+        if fields["model"] == DEFAULT_MODEL:
+            del fields["model"]
         return fields
 
 

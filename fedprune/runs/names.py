@@ -5,7 +5,8 @@ file                          holds                                             
 ============================  =====================================================  ==========
 ``config.json``               the run's configuration (resume refuses another one)  every run
 ``metrics.csv``               one row per round (and cluster) or iteration          every run
-``checkpoint.npz``            the state after the last finished round               every run
+``checkpoint.npz``            the state after the last finished round (removed by  most runs
+                              AS-CFL's runs at the end)
 ``summary.json``              final numbers and the ``deploy`` manifest             every run
 ``clusters.json``             client id -> cluster                                   clustered
 ``masks.npz``                 kernel masks per cluster (uint8)                       pipeline
@@ -13,6 +14,7 @@ file                          holds                                             
 ``personal_ft<E>.npz``        each client's model after E fine-tuning epochs         personal
 ``community_models.npz``      FedCRef's community autoencoders                       FedCRef
 ``assignments.npz``           FedCRef's final local clusters per client             FedCRef
+``labels.npz``                each client's objects' clusters (and their rows)      one-shot
 ``model.json``                your own model's architecture (Keras ``to_json``)      your model
 ``dataset.npz``               your own data given to the Python API as arrays        your data
 ``tff-logs/``                 the TFF workers' logs                                  every run
@@ -31,6 +33,7 @@ MASKS = "masks.npz"
 CLUSTER_MODELS = "cluster_models.npz"
 COMMUNITY_MODELS = "community_models.npz"
 ASSIGNMENTS = "assignments.npz"
+LABELS = "labels.npz"
 WORKER_LOGS = "tff-logs"
 MODEL_ARCHITECTURE = "model.json"
 USER_DATASET = "dataset.npz"

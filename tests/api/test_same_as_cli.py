@@ -10,13 +10,22 @@ import pytest
 
 import fedprune as fp
 from fedprune.cli import main
-from fedprune.data import images
+from fedprune.data import images, wisdm
+from fedprune.errors import DataError
 from tests.algorithms.fedhire.test_run import _blobs_ecoli
 from tests.algorithms.test_fedcref_run import pattern_images
+from tests.conftest import wisdm_text
 from tests.data.test_images import write_idx_pair
 from tests.test_same_results import _without_timing, write_data
 
 CASES = {
+    "clusterfl-wisdm": (
+        "clusterfl",
+        "wisdm",
+        ["--rounds", "1", "--clusters", "2", "--clients-per-round", "2", "--ft-epochs", "1",
+         "--local-epochs", "1"],
+        dict(rounds=1, clusters=2, clients_per_round=2, ft_epochs=(1,), local_epochs=1),
+    ),
     "fedavg-uci_har": (
         "fedavg",
         "uci_har",
@@ -59,6 +68,8 @@ CASES = {
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     root = write_data(tmp_path_factory.mktemp("data"))
+    (root / "wisdm").mkdir()
+    (root / "wisdm" / wisdm.RAW_NAME).write_text(wisdm_text())
     x, y = pattern_images(per_class=30, classes=6, seed=1)
     write_idx_pair(root / "mnist", images.file_names("mnist", "test"), x, y)
     _blobs_ecoli(root)
@@ -80,3 +91,10 @@ def test_api_and_cli_give_the_same_summary(case, data_dir, tmp_path):
     result = fp.build(method, dataset, **kwargs).run(api_out, data_dir=data_dir, progress=False)
     assert json.loads((cli_out / "config.json").read_text()) == result.config
     assert summary(cli_out) == summary(api_out)
+    if method == "fedavg":  # one global model: no clusters
+        with pytest.raises(DataError, match="has no clusters"):
+            result.assignments()
+    else:
+        found = result.summary.get("num_clients") or result.summary.get("clients")
+        clients = found or result.config["num_clients"]
+        assert len(result.assignments()) == clients

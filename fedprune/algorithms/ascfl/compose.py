@@ -41,7 +41,7 @@ from fedprune.engine import per_client
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.per_client import ClientUpdates
 from fedprune.models.spec import ModelSpec
-from fedprune.runs import RunDir
+from fedprune.runs import RunDir, artefacts
 
 Weights = list[np.ndarray]
 MB = 1e6
@@ -412,6 +412,8 @@ def run_clustered(
         wall_column="wall_s",
         shapes=lambda arrays: checkpoint_shapes(arrays, spec, config.num_clients, rule.slots),
     )
+    # each client's final cluster (clients numbered 0 .. N-1 as in the federation)
+    artefacts.write_clusters(run.path, dict(enumerate(map(int, result.state.cluster_of))))
     rows = run.metrics_rows()
     accs = [float(r["acc"]) for r in rows]
     last = rows[-1]

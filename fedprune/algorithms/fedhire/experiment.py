@@ -38,7 +38,7 @@ from fedprune.configs.protocol import is_user_file, settled_sha256
 from fedprune.data.tables import read_table_npz
 from fedprune.data.uci_tabular import load_tabular
 from fedprune.errors import ConfigError
-from fedprune.runs import RunDir, recorded_config
+from fedprune.runs import RunDir, names, recorded_config
 
 
 def load_federation(
@@ -116,7 +116,7 @@ def run_clustering(
     if scores:
         run.append_metrics({"step": 1, **{k: round(v, 6) for k, v in scores.items()}})
     np.savez(
-        run.path / "labels.npz",
+        run.path / names.LABELS,
         **{f"client{i}": p for i, p in enumerate(predicted)},
         **{f"rows{i}": r for i, r in enumerate(split.rows)},
     )
