@@ -30,9 +30,11 @@ from edge_export.formats import AUTOENCODER_FORMATS, check_formats
 from edge_export.micro import export_micro, quantize_input
 from edge_export.verify import run_tflite, runtime_loads
 from fedprune.data.registry import load_recorded
+from fedprune.data.tables import ClientTable
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.autoencoder import reconstruction_errors
-from fedprune.models.table import model_entry
+from fedprune.models.spec import AutoencoderSpec
+from fedprune.models.user import is_user_model, resolve
 from fedprune.runs import names
 from fedprune.runs.files import RETRAIN
 from fedprune.runs.finished import FinishedRun, open_finished
@@ -73,6 +75,8 @@ def _run_samples(run: FinishedRun, data_dir: str | os.PathLike | None) -> np.nda
             f"{run.path}: its data recipe has no {err.args[0]!r}; re-run training with this "
             "version"
         ) from None
+    if isinstance(clients, ClientTable):  # your own vectors, in client order
+        return np.concatenate(clients.client_x()).astype(np.float32)
     if not isinstance(clients, list):
         raise DataError(f"{run.path}: its data recipe does not give image clients; {RETRAIN}")
     return np.concatenate([c.x for c in clients])
@@ -81,8 +85,9 @@ def _run_samples(run: FinishedRun, data_dir: str | os.PathLike | None) -> np.nda
 def _keras(
     run_dir: Path, model_name: str, g: int, weights: list[np.ndarray], dim: int
 ) -> tf.keras.Model:
-    """Community ``g``'s autoencoder in Keras; weights of another shape are a damaged file."""
-    model = model_entry(model_name).build(dim)
+    """Community ``g``'s autoencoder in Keras (the table's, or yours rebuilt from the run's
+    ``model.json``); weights of another shape are a damaged file."""
+    model = AutoencoderSpec(dim, seed=0, model=resolve(model_name, None, run_dir)).keras()
     try:
         model.set_weights(weights)
     except ValueError as err:
@@ -91,6 +96,14 @@ def _keras(
             f"{dim} inputs ({' '.join(str(err).split())}); {RETRAIN}"
         ) from None
     return model
+
+
+def _errors(model: tf.keras.Model, weights: list[np.ndarray], x: np.ndarray, yours: bool):  # noqa: ANN202
+    """Per-sample reconstruction MSE: the paper's autoencoder as training scored it (numpy),
+    your own autoencoder by Keras."""
+    if yours:
+        return np.mean((x - model.predict(x, batch_size=512, verbose=0)) ** 2, axis=1)
+    return reconstruction_errors(weights, x)
 
 
 def export_fedcref_run(
@@ -120,7 +133,8 @@ def export_fedcref_run(
     keras_models = [
         _keras(run_dir, manifest.model, g, weights, x.shape[1]) for g, weights in enumerate(models)
     ]
-    errors = np.stack([reconstruction_errors(w, x) for w in models])
+    yours = is_user_model(manifest.model)
+    errors = np.stack([_errors(k, w, x, yours) for k, w in zip(keras_models, models)])
     owner = errors.argmin(axis=0)
     rng = np.random.default_rng(0)
     entries: list[dict] = []
@@ -135,7 +149,7 @@ def export_fedcref_run(
             calib = x[rng.choice(served, size=min(len(served), CALIBRATION), replace=False)]
             sample = x[rng.choice(served, size=min(len(served), VERIFY), replace=False)]
             model = keras_models[g]
-            keras_err = reconstruction_errors(weights, sample)
+            keras_err = _errors(model, weights, sample, yours)
             folder = out / f"community{g}"
             folder.mkdir(parents=True, exist_ok=True)
             for fmt in formats:

@@ -47,9 +47,12 @@ class Method:
     # fine-tuning inputs, (run, data, model spec) -> ({client: start}, {client: kernel masks})
     finetune_start: str | None = None
     # which of your own data the method takes (the Python API and --dataset PATH.npz):
-    # "windows" (fedprune.data.user) or "images" (fedprune.data.user_images), both with your
-    # own model_fn too, "table" (fedprune.data.tables), or "" (its built-in datasets only)
+    # "windows" (fedprune.data.user), "images" (fedprune.data.user_images), "table"
+    # (fedprune.data.tables), or "" (its built-in datasets only)
     data: str = ""
+    # whether it trains your own Keras model (the Python API's model_fn): a classifier
+    # model_fn(input_shape, num_classes), or for FedCRef an autoencoder model_fn(input_dim)
+    takes_model: bool = False
 
     def run_function(self) -> Callable[..., dict]:
         """The runner (imports its module, and so TensorFlow, on first call)."""
@@ -84,6 +87,7 @@ METHODS: dict[str, Method] = {
             FedAvgConfig,
             "fedprune.algorithms.fedavg:run_fedavg",
             data="windows",
+            takes_model=True,
         ),
         Method(
             "caafp",
@@ -94,6 +98,7 @@ METHODS: dict[str, Method] = {
             _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
+            takes_model=True,
         ),
         Method(
             "global_ft",
@@ -104,6 +109,7 @@ METHODS: dict[str, Method] = {
             _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
+            takes_model=True,
         ),
         Method(
             "fedchar",
@@ -114,6 +120,7 @@ METHODS: dict[str, Method] = {
             _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
+            takes_model=True,
         ),
         Method(
             "efficientfl",
@@ -124,6 +131,7 @@ METHODS: dict[str, Method] = {
             _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
+            takes_model=True,
         ),
         Method(
             "fedsnip",
@@ -134,6 +142,7 @@ METHODS: dict[str, Method] = {
             _PIPELINE_RUNNER,
             _PIPELINE_START,
             data="windows",
+            takes_model=True,
         ),
         Method(
             "clusterfl",
@@ -146,6 +155,7 @@ METHODS: dict[str, Method] = {
             "fedprune.algorithms.clusterfl:run_clusterfl",
             "fedprune.algorithms.clusterfl:finetune_start",
             data="windows",
+            takes_model=True,
         ),
         Method(
             "fedcref",
@@ -159,12 +169,23 @@ METHODS: dict[str, Method] = {
             "stable (tau) or the community counts settle. Writes config.json, metrics.csv "
             "(per iteration), community_models.npz, assignments.npz and summary.json to "
             "--out; re-running resumes an interrupted run. Labels only build the system and "
-            "evaluate it.",
+            "evaluate it. Your own unlabeled vectors: --dataset table.npz (x in [0, 1], "
+            "client_id, optional y for the scores) with --local-k.",
             FedCRefRunConfig,
             "fedprune.algorithms.fedcref.experiment:run_fedcref_experiment",
+            data="table",
+            takes_model=True,
         ),
         *(
-            Method(name, summary, description + _IMAGE_FILES, config, _IMAGE_RUNNER, data="images")
+            Method(
+                name,
+                summary,
+                description + _IMAGE_FILES,
+                config,
+                _IMAGE_RUNNER,
+                data="images",
+                takes_model=True,
+            )
             for name, summary, description, config in (
                 (
                     "ascfl",

@@ -37,7 +37,6 @@ from fedprune.runs.names import USER_DATASET
 
 DataArg = str | os.PathLike | WindowedDataset | ImageClients | ClientTable
 YOURS = {"windows": WindowedDataset, "images": ImageClients, "table": ClientTable}
-MODELS_TOO = ("windows", "images")  # the kinds of data that come with your own model_fn
 ModelFn = Callable[..., Any] | UserModel
 
 
@@ -93,10 +92,10 @@ def build(
         )
     user = model_fn if isinstance(model_fn, UserModel) or model_fn is None else UserModel(model_fn)
     mine = data if isinstance(data, tuple(YOURS.values())) else None
-    if user is not None and entry.data not in MODELS_TOO:
+    if user is not None and not entry.takes_model:
         raise ConfigError(
             f"{method} does not take your own model; "
-            f"{', '.join(n for n, m in METHODS.items() if m.data in MODELS_TOO)} do"
+            f"{', '.join(n for n, m in METHODS.items() if m.takes_model)} do"
         )
     if mine is not None and not isinstance(mine, YOURS.get(entry.data, ())):
         takes = [n for n, m in METHODS.items() if isinstance(mine, YOURS.get(m.data, ()))]
@@ -127,7 +126,7 @@ def _required(cls: type, name: str) -> bool:
 def _builder(method: str, what: str) -> Callable[..., Trainer]:
     """The public builder of ``method`` (a thin, documented wrapper of :func:`build`)."""
     config = METHODS[method].config
-    takes_model = METHODS[method].data in MODELS_TOO
+    takes_model = METHODS[method].takes_model
     kind = YOURS[METHODS[method].data].__name__ if METHODS[method].data else ""
 
     def builder(
@@ -139,9 +138,10 @@ def _builder(method: str, what: str) -> Callable[..., Trainer]:
     ) -> Trainer:
         return build(method, data, model_fn=model_fn, config=config, **options)
 
+    signature = "input_dim" if METHODS[method].data == "table" else "input_shape, num_classes"
     model_line = (
         "model_fn : callable or UserModel, optional\n"
-        "        Your model, ``model_fn(input_shape, num_classes)`` -> uncompiled\n"
+        f"        Your model, ``model_fn({signature})`` -> uncompiled\n"
         "        ``tf.keras.Model`` (:mod:`fedprune.models.user`); default: the built-in one.\n"
         if takes_model
         else "model_fn : None\n        Not taken by this method (its built-in model is used).\n"

@@ -14,6 +14,7 @@ from fedprune.data.clustered_partition import ClientImages, partition_clients
 from fedprune.data.images import load_images
 from fedprune.data.partition import FederatedData, partition_by_subject, standardize_all
 from fedprune.data.scenarios import inject_label_noise, keep_classes_per_client
+from fedprune.data.tables import ClientTable, read_table_npz
 from fedprune.data.uci_har import read_uci_har
 from fedprune.data.user import file_sha256, read_npz
 from fedprune.data.windows import WindowedDataset
@@ -146,12 +147,17 @@ def har_recipe(config: object) -> dict:
 
 def load_recorded(
     recipe: dict, data_dir: str | os.PathLike | None = None
-) -> FederatedData | list[ClientImages]:
+) -> FederatedData | list[ClientImages] | ClientTable:
     """The clients' data a run recorded how to load (its deploy manifest's ``data``):
     ``har`` -> :func:`load_federated`; ``image-clients`` -> the FedCRef clients
-    (:func:`fedprune.data.clustered_partition.partition_clients`)."""
+    (:func:`fedprune.data.clustered_partition.partition_clients`); ``table`` -> your own
+    table (:func:`fedprune.data.tables.read_table_npz`)."""
     kind = recipe.get("loader")
-    if kind == "har" and "sha256" in recipe and file_sha256(recipe["dataset"]) != recipe["sha256"]:
+    if (
+        kind in ("har", "table")
+        and "sha256" in recipe
+        and (file_sha256(recipe["dataset"]) != recipe["sha256"])
+    ):
         raise DataError(
             f"--dataset {recipe['dataset']} has changed since the run was trained (its SHA-256 "
             "differs); restore the file the run was trained on"
@@ -176,4 +182,6 @@ def load_recorded(
             recipe["seed"],
             max_classes=recipe.get("max_classes"),
         )
+    if kind == "table":  # your own vectors (FedCRef): one client per id, in ascending order
+        return read_table_npz(recipe["dataset"])
     raise DataError(f"unknown data recipe {kind!r}; re-run training with this version")

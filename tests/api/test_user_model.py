@@ -113,3 +113,28 @@ def test_a_run_of_your_model_resumes_only_with_that_model(tmp_path):
     with pytest.raises(DataError, match="model.json: cannot read .* pass the same model_fn"):
         resolve("user:small", None, tmp_path)
     assert resolve("har_cnn", None, tmp_path) == "har_cnn"
+
+
+def autoencoder(input_dim):
+    inputs = tf.keras.Input(shape=(input_dim,))
+    code = L.Dense(4, activation="relu", name="code")(inputs)
+    return tf.keras.Model(inputs, L.Dense(input_dim, activation="sigmoid", name="out")(code))
+
+
+@pytest.mark.slow
+def test_fedcref_on_your_table_with_your_autoencoder_exports(tmp_path):
+    from edge_export.cli import main as edge_export
+    from tests.algorithms.test_fedcref_own_data import FAST, blob_table
+
+    options = {**FAST, "theta": 1.0}  # every pair associated: communities certainly form
+    result = fp.fedcref(blob_table(per_class=20), model_fn=autoencoder, **options).run(
+        tmp_path / "run", progress=False
+    )
+    assert result.summary["communities"] >= 1
+    assert result.config["model"] == "user:autoencoder"
+    assert sorted(result.assignments()) == [0, 1, 2, 3]  # one array per client, in id order
+    assert result.summary["client_ids"] == [10, 11, 12, 13]
+    out = tmp_path / "export"
+    assert edge_export([str(tmp_path / "run"), "--out", str(out), "--formats", "float32"]) == 0
+    report = json.loads((out / "export_report.json").read_text())
+    assert report and all(e["format"] == "float32" for e in report)

@@ -25,6 +25,10 @@ retrain nor refine), so further iterations would only repeat the same graph. A c
 measured at dirtiness 0: every client is stable after the first refinement, so the run ends
 after one iteration.
 
+The autoencoder of every model (local, community) is the paper's or your own (``model``, a
+:class:`~fedprune.models.user.UserModel`); reconstruction errors are per-sample mean squared
+errors either way (:meth:`.local_models.LocalTrainer.errors`).
+
 No ground-truth label enters this module: evaluation happens in the caller's
 ``on_iteration`` callback. The all-to-all error matrix is computed in one place as a
 simulation shortcut; each of its blocks is what the owning client computes with a received
@@ -49,7 +53,7 @@ from fedprune.algorithms.fedcref.stopping import GlobalStop, is_stable
 from fedprune.configs.fedcref import FedCRefConfig
 from fedprune.engine import interrupts
 from fedprune.errors import ConfigError, DataError
-from fedprune.models.autoencoder import reconstruction_errors
+from fedprune.models.user import UserModel
 
 
 @dataclasses.dataclass
@@ -164,7 +168,8 @@ class FedCRef:
     """Algorithm 1 over fixed clients: ``xs`` (samples), ``ks`` (K_i) and the ``initial``
     local clusterings. :meth:`initial_state` is iteration 0; :meth:`iterate` runs one
     iteration (lines 7-32) on a state, e.g. as the step of :func:`fedprune.engine.loop.run_rounds`.
-    ``progress`` receives one line per phase of an iteration."""
+    ``progress`` receives one line per phase of an iteration; ``model`` is the autoencoder
+    (the paper's, or your :class:`~fedprune.models.user.UserModel`)."""
 
     def __init__(
         self,
@@ -173,6 +178,8 @@ class FedCRef:
         initial: Sequence[np.ndarray],
         config: FedCRefConfig,
         progress: Callable[[str], None] | None = None,
+        *,
+        model: str | UserModel = "autoencoder",
     ):
         validate_inputs(xs, ks, initial)
         self.xs, self.ks, self.initial, self.config = xs, ks, initial, config
@@ -185,11 +192,12 @@ class FedCRef:
             config.batch_size,
             config.learning_rate,
             config.seed,
+            model=model,
         )
         # built after the TFF process: TFF's graph-mode model building invalidates earlier
         # models
         self.trainer = LocalTrainer(
-            input_dim, config.local_epochs, config.batch_size, config.learning_rate
+            input_dim, config.local_epochs, config.batch_size, config.learning_rate, model=model
         )
         self.offsets = np.concatenate([[0], np.cumsum([len(x) for x in xs])])
         self.everything = np.concatenate([np.asarray(x, np.float32) for x in xs])
@@ -227,9 +235,7 @@ class FedCRef:
         clusters = sorted(state.models)
         members = [np.flatnonzero(state.assignments[i] == q) for i, q in clusters]
         global_rows = [self.offsets[i] + m for (i, _), m in zip(clusters, members)]
-        errors = np.stack(
-            [reconstruction_errors(state.models[c], self.everything) for c in clusters]
-        )
+        errors = np.stack([self.trainer.errors(state.models[c], self.everything) for c in clusters])
         edges = association_edges(
             errors, global_rows, [i for i, _ in clusters], config.alpha, config.theta
         )
@@ -245,7 +251,7 @@ class FedCRef:
         for i in np.flatnonzero(state.active):
             own = [state.models[(int(i), q)] for q in range(ks[i]) if (int(i), q) in state.models]
             candidates = [*own, *state.community_models]
-            errs = np.stack([reconstruction_errors(w, xs[i]) for w in candidates])
+            errs = np.stack([self.trainer.errors(w, xs[i]) for w in candidates])
             new = align_labels(state.assignments[i], refine(errs, ks[i]), ks[i])
             if is_stable(state.assignments[i], new, config.tau):
                 state.active[i] = False

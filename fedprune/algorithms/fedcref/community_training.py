@@ -7,7 +7,9 @@ process (:func:`fedprune.engine.process.build_learning_process`: broadcast, loca
 data-size-weighted mean, server SGD(1.0)), with communities trained concurrently.
 
 Interpretation (not given in the paper): each community model starts from the same seeded
-initialization, and members run ``local_epochs`` (default 1) epochs of Adam per round.
+initialization, and members run ``local_epochs`` (default 1) epochs of Adam per round. The
+autoencoder is the paper's or your own (``model``, a :class:`~fedprune.models.user.UserModel`
+building it from ``input_dim``).
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from fedprune.engine.datasets import reconstruction_dataset, round_seed
 from fedprune.engine.process import build_learning_process
 from fedprune.engine.rounds import call_concurrently
 from fedprune.models.spec import AutoencoderSpec
+from fedprune.models.user import UserModel
 
 
 class CommunityTrainer:
-    """FedAvg of the paper's autoencoder over the member clusters of each community."""
+    """FedAvg of the autoencoder (the paper's, or ``model``) over the member clusters of each
+    community."""
 
     def __init__(
         self,
@@ -36,12 +40,14 @@ class CommunityTrainer:
         batch_size: int = 32,
         learning_rate: float = 1e-3,
         seed: int = 0,
+        model: str | UserModel = "autoencoder",
     ):
         self.rounds = rounds
         self.batch_size = batch_size
         self.seed = seed
         self.process = build_learning_process(
-            AutoencoderSpec(input_dim, seed), LocalTraining(local_epochs, learning_rate)
+            AutoencoderSpec(input_dim, seed, model=model),
+            LocalTraining(local_epochs, learning_rate),
         )
 
     def _train_one(self, members: Sequence[np.ndarray], key: int) -> list[np.ndarray]:

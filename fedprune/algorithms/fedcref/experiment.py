@@ -1,4 +1,5 @@
-"""A FedCRef experiment: the simulated system (paper Sec. 5.2-5.4), the run, its files.
+"""A FedCRef experiment: the simulated system (paper Sec. 5.2-5.4) or your own vectors, the
+run, its files.
 
 Builds the clients from a real dataset (``partition_clients``), the initial clustering
 (``dirty`` uniform with ``dirtiness``, or ``kmeans-ae``), runs
@@ -10,16 +11,35 @@ interruption; removed once the run is finished), ``community_models.npz`` (the f
 community autoencoders, for edge export), ``assignments.npz`` and ``summary.json`` (with the
 ``deploy`` manifest). Ground-truth labels are used here only to build the system and to
 evaluate it.
+
+Your own data (``--dataset PATH.npz``, :func:`fedprune.data.tables.read_table_npz`: ``x``
+(N, d), ``client_id`` (N,), optional classes ``y`` (N,)) replaces the simulated system
+(:func:`user_federation`): the clients are the file's distinct client ids in ascending order
+(``client<i>`` of ``assignments.npz`` is the i-th, its labels in the file's row order), each
+holding its rows of ``x`` as they are (float32; not scaled). K_i is ``--local-k`` for every
+client, else the number of distinct classes in the client's ``y``. The initial clustering is
+``kmeans-ae`` by default; ``--init dirty`` needs ``y`` (it simulates a clustering from the
+classes). The paper's autoencoder ends in a sigmoid, as the built-in images are scaled to
+[0, 1], so with it your vectors must lie in [0, 1] (scale your features, e.g. min-max per
+feature, or bring your own autoencoder); values outside are refused. ``y`` only scores the
+run; without it the run is the same and its files leave out every label-based number.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
-from fedprune.algorithms.fedcref.algorithm import FedCRef, FedCRefState, IterationReport
+from fedprune.algorithms.fedcref.algorithm import (
+    FedCRef,
+    FedCRefState,
+    IterationReport,
+    validate_inputs,
+)
 from fedprune.algorithms.fedcref.evaluation import (
     majority_labels,
     mean_client_acc,
@@ -28,21 +48,59 @@ from fedprune.algorithms.fedcref.evaluation import (
 from fedprune.algorithms.fedcref.initial import kmeans_on_embeddings
 from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
 from fedprune.algorithms.fedcref.system_size import check_fits
-from fedprune.configs.fedcref import FedCRefRunConfig, SystemConfig
+from fedprune.configs.fedcref import DEFAULT_MODEL, FedCRefRunConfig, SystemConfig
+from fedprune.configs.protocol import dataset_label, is_user_file, settled_sha256
 from fedprune.data.clustered_partition import ClientImages, dirty_uniform, partition_clients
 from fedprune.data.images import load_images
+from fedprune.data.tables import ClientTable, read_table_npz
 from fedprune.engine import interrupts
 from fedprune.engine.loop import Step, run_rounds
-from fedprune.runs import CHECKPOINT, RunDir, artefacts
+from fedprune.errors import ConfigError, DataError
+from fedprune.models.spec import AutoencoderSpec
+from fedprune.models.user import UserModel, resolve, write_architecture
+from fedprune.runs import CHECKPOINT, RunDir, artefacts, recorded_config
 from fedprune.runs.deploy import DeployManifest, image_clients_recipe
 from fedprune.runs.names import COMMUNITY_MODELS
 
+# the per-iteration and summary numbers that need the classes
+LABEL_COLUMNS = ("acc", "true_categories", "wrong_assoc_pct")
+LABEL_SUMMARY = ("acc_init", "acc_final", "true_categories", "wrong_assoc_pct")
 
-def build_system(
-    system: SystemConfig, seed: int, data_dir: str | os.PathLike | None, epochs: int
-) -> tuple[list[ClientImages], list[np.ndarray]]:
-    """The clients and their initial clusterings; an impossible ``--clients`` or
-    ``--samples-per-class`` is refused as soon as the class sizes are known."""
+
+@dataclasses.dataclass(frozen=True)
+class Federation:
+    """The clients FedCRef runs on: each one's vectors ``xs`` (float32 (n_i, d)) and number
+    of local clusters ``ks`` (K_i); ``clients``, the same clients with their classes (for the
+    scores and the dirty init), or ``None`` without classes; ``ids``, your file's client ids
+    in client order (``None`` for the simulated system, whose clients are 0 .. N-1)."""
+
+    xs: list[np.ndarray]
+    ks: list[int]
+    clients: list[ClientImages] | None
+    ids: list[int] | None = None
+
+    @classmethod
+    def of_images(cls, clients: list[ClientImages]) -> Federation:
+        """The simulated system's clients."""
+        return cls([c.x for c in clients], [c.num_classes for c in clients], clients)
+
+    @property
+    def labels(self) -> list[np.ndarray] | None:
+        return None if self.clients is None else [c.labels for c in self.clients]
+
+    @property
+    def true_categories(self) -> int | None:
+        """The number of distinct classes over all clients (``None`` without classes)."""
+        if self.clients is None:
+            return None
+        return len(set().union(*(c.classes for c in self.clients)))
+
+
+def simulated_clients(
+    system: SystemConfig, seed: int, data_dir: str | os.PathLike | None
+) -> list[ClientImages]:
+    """The simulated system's clients; an impossible ``--clients`` or ``--samples-per-class``
+    is refused as soon as the class sizes are known."""
     data = load_images(system.dataset, system.split, data_dir)
     check_fits(
         np.unique(data.y, return_counts=True)[1],
@@ -52,7 +110,7 @@ def build_system(
         system.max_classes,
         f"{system.dataset} ({system.split})",
     )
-    clients = partition_clients(
+    return partition_clients(
         data,
         system.num_clients,
         system.samples_per_class,
@@ -60,18 +118,94 @@ def build_system(
         seed,
         max_classes=system.max_classes,
     )
+
+
+def user_federation(
+    system: SystemConfig, table: ClientTable, model: str | UserModel = DEFAULT_MODEL
+) -> Federation:
+    """Your table's clients (module docstring), checked before anything is trained: at least
+    2 clients, K_i given or countable, no more clusters than a client has vectors, classes
+    for ``--init dirty``, and values in [0, 1] for the paper's autoencoder (``model``)."""
+    where = dataset_label(system.dataset)
+    ids = [int(c) for c in table.clients]
+    if len(ids) < 2:
+        raise ConfigError(f"{where} holds {len(ids)} client; FedCRef needs at least 2 clients")
+    ys = table.client_y()
+    if system.init == "dirty" and ys is None:
+        raise ConfigError(
+            f"--init dirty simulates a clustering from the classes y, which {where} does not "
+            "hold; use --init kmeans-ae"
+        )
+    if not isinstance(model, UserModel):
+        low, high = float(table.x.min()), float(table.x.max())
+        if low < 0.0 or high > 1.0:
+            raise DataError(
+                f"{where}: x holds values in [{low:g}, {high:g}], but the default autoencoder "
+                "ends in a sigmoid and reconstructs values in [0, 1] only; scale your "
+                "features to [0, 1] (e.g. min-max per feature), or bring your own autoencoder"
+            )
+    xs = [np.asarray(x, np.float32) for x in table.client_x()]
+    if system.init != "dirty" and system.local_k is not None:
+        ks = [system.local_k] * len(xs)
+    elif ys is not None:
+        ks = [int(np.unique(y).size) for y in ys]
+    else:
+        raise ConfigError(
+            f"{where} holds no classes y to count each client's local clusters K_i; pass "
+            "--local-k K"
+        )
+    for cid, x, k in zip(ids, xs, ks):
+        if k > len(x):
+            raise ConfigError(
+                f"client {cid} of {where} holds {len(x)} vectors, fewer than its K_i = {k} "
+                "local clusters; pass a smaller --local-k"
+            )
+    clients = None
+    if ys is not None:
+        clients = [
+            ClientImages(i, x, y, tuple(int(c) for c in np.unique(y)))
+            for i, (x, y) in enumerate(zip(xs, ys))
+        ]
+    return Federation(xs, ks, clients, ids)
+
+
+def initial_clusters(
+    system: SystemConfig,
+    federation: Federation,
+    seed: int,
+    epochs: int,
+    model: str | UserModel = DEFAULT_MODEL,
+) -> list[np.ndarray]:
+    """Each client's initial clustering: dirty uniform (needs the classes) or k-means on the
+    codes of ``model`` fit for ``epochs`` to the client's vectors, K_i clusters."""
     if system.init == "dirty":
+        if federation.clients is None:  # user_federation refuses this first
+            raise ConfigError("--init dirty needs the clients' classes; use --init kmeans-ae")
         initial = [
-            dirty_uniform(c, system.dirtiness, cluster_seed(seed, 0, c.client_id)) for c in clients
+            dirty_uniform(c, system.dirtiness, cluster_seed(seed, 0, c.client_id))
+            for c in federation.clients
         ]
     else:
-        trainer = LocalTrainer(clients[0].x.shape[1], epochs)
+        trainer = LocalTrainer(federation.xs[0].shape[1], epochs, model=model)
         initial = [
-            kmeans_on_embeddings(c.x, c.num_classes, trainer, cluster_seed(seed, 0, c.client_id))
-            for c in clients
+            kmeans_on_embeddings(x, k, trainer, cluster_seed(seed, 0, i))
+            for i, (x, k) in enumerate(zip(federation.xs, federation.ks))
         ]
     interrupts.raise_if_received()
-    return clients, initial
+    return initial
+
+
+def build_system(
+    system: SystemConfig,
+    seed: int,
+    data_dir: str | os.PathLike | None,
+    epochs: int,
+    model: str | UserModel = DEFAULT_MODEL,
+) -> tuple[list[ClientImages], list[np.ndarray]]:
+    """The simulated clients and their initial clusterings; an impossible ``--clients`` or
+    ``--samples-per-class`` is refused as soon as the class sizes are known."""
+    clients = simulated_clients(system, seed, data_dir)
+    return clients, initial_clusters(system, Federation.of_images(clients), seed, epochs, model)
 
 
 def run_fedcref_experiment(
@@ -79,44 +213,109 @@ def run_fedcref_experiment(
     out: str | os.PathLike,
     data_dir: str | os.PathLike | None = None,
     progress: bool = True,
+    *,
+    table: ClientTable | None = None,
+    model: UserModel | None = None,
 ) -> dict:
-    """Run (or resume, or return the finished) experiment in ``out``; returns the summary."""
+    """Run (or resume, or return the finished) experiment in ``out``; returns the summary.
+
+    Parameters
+    ----------
+    config : FedCRefRunConfig
+        The run; ``config.dataset`` a built-in image dataset (the simulated system) or the
+        path of your own ``.npz`` table (module docstring), whose SHA-256 is recorded (a run
+        directory made from other bytes is refused).
+    out : path
+        The run directory.
+    data_dir : path, optional
+        Where the built-in datasets are.
+    progress : bool
+        A progress bar on stderr.
+    table : ClientTable, optional
+        Your table, already loaded, used instead of reading ``config.dataset`` (which must
+        still name a ``.npz``: it is recorded, and its SHA-256 when the file exists).
+    model : UserModel, optional
+        Your autoencoder, ``model.fn(input_dim)`` returning an uncompiled ``tf.keras.Model``
+        whose output has its input's shape; ``config.model`` must name it (``user:<name>``).
+        It is built and checked once before the run directory is made, and its architecture
+        is written to the run's ``model.json``. Without it, a ``config.model`` of
+        ``user:<name>`` is rebuilt from the run directory's ``model.json`` (resuming).
+
+    Every check of the configuration, the data and the model happens before the run
+    directory is made, so a refused start leaves nothing that would refuse the corrected
+    one. Without classes ``y`` the run iterates the same and writes the same files, without
+    the per-iteration ``acc``, ``wrong_assoc_pct`` and ``true_categories`` and the summary's
+    ``acc_init``, ``acc_final``, ``true_categories`` and ``wrong_assoc_pct``. Your table's
+    summary has no ``split`` and lists the file's ``client_ids`` in client order.
+    """
+    if table is not None and not is_user_file(config.dataset):
+        raise ConfigError(
+            f"a table was given but --dataset is {config.dataset!r}; give the path of the "
+            ".npz it is recorded as"
+        )
+    if table is None or Path(config.dataset).is_file():
+        config = dataclasses.replace(
+            config, dataset_sha256=settled_sha256(config, recorded_config(out))
+        )
     system, params = config.system(), config.algorithm()
     recorded = config.recorded()
     run = RunDir.existing(out, recorded)
     if run is not None and run.finished:
         return run.read_summary()
+    trained = resolve(config.model, model, out)
+    mine = is_user_file(system.dataset)
     # the system is built (and its parameters checked) before config.json is written, so an
     # impossible setting leaves no run directory that would refuse the corrected command
-    clients, initial = build_system(system, params.seed, data_dir, params.local_epochs)
+    if mine:
+        federation = user_federation(
+            system, read_table_npz(system.dataset) if table is None else table, trained
+        )
+    else:
+        federation = Federation.of_images(simulated_clients(system, params.seed, data_dir))
+    xs, ks, labels = federation.xs, federation.ks, federation.labels
+    input_dim = int(xs[0].shape[1])
+    keras = None
+    if isinstance(trained, UserModel):  # yours is checked once, before anything is trained
+        keras = AutoencoderSpec(input_dim, params.seed, model=trained).keras()
+    initial = initial_clusters(system, federation, params.seed, params.local_epochs, trained)
+    validate_inputs(xs, ks, initial)
     run = run or RunDir(out, recorded)
-    labels = [c.labels for c in clients]
-    xs = [c.x for c in clients]
-    ks = [c.num_classes for c in clients]
-    true_categories = len(set().union(*(c.classes for c in clients)))
-    algorithm = FedCRef(xs, ks, initial, params)
+    if keras is not None:
+        write_architecture(keras, run.path)
+    true_categories = federation.true_categories
+    algorithm = FedCRef(xs, ks, initial, params, model=trained)
 
     def step(t: int, state: FedCRefState) -> Step[FedCRefState]:
         report: IterationReport = algorithm.iterate(state)
-        majority = majority_labels(report.clusters, report.members, labels)
         row = {
             "iteration": report.iteration,
-            "acc": round(mean_client_acc(labels, state.assignments), 6),
+            "acc": None,
             "communities": len(report.communities),
             "true_categories": true_categories,
-            "wrong_assoc_pct": round(wrong_association_pct(report.edges, majority), 4),
+            "wrong_assoc_pct": None,
             "associations": len(report.edges),
             "isolated": len(report.isolated),
             "clusters": len(report.clusters),
             "active_clients": int(state.active.sum()),
             "seconds": round(report.seconds, 2),
         }
-        postfix = {"acc": str(row["acc"]), "comm": str(row["communities"])}
+        if labels is None:
+            row = {k: v for k, v in row.items() if k not in LABEL_COLUMNS}
+        else:
+            majority = majority_labels(report.clusters, report.members, labels)
+            row["acc"] = round(mean_client_acc(labels, state.assignments), 6)
+            row["wrong_assoc_pct"] = round(wrong_association_pct(report.edges, majority), 4)
+        postfix = {"acc": str(row["acc"])} if labels is not None else {}
+        postfix["comm"] = str(row["communities"])
         # nothing of an iteration during which SIGINT came is saved, even where TensorFlow
         # handled the KeyboardInterrupt itself (see fedprune.engine.interrupts)
         interrupts.raise_if_received()
         return Step(state, [row], {**postfix, "iso": str(row["isolated"])}, stop=state.done)
 
+    if mine:
+        desc = f"fedcref {dataset_label(system.dataset)} {system.init}"
+    else:
+        desc = f"fedcref {system.dataset} d={system.dirtiness}"
     result = run_rounds(
         run,
         algorithm.initial_state,
@@ -125,7 +324,7 @@ def run_fedcref_experiment(
         ),
         step,
         params.max_iterations,
-        desc=f"fedcref {system.dataset} d={system.dirtiness}",
+        desc=desc,
         progress=progress,
         unit="it",
         round_key="iteration",
@@ -144,13 +343,13 @@ def run_fedcref_experiment(
         "init": system.init,
         "dirtiness": system.dirtiness if system.init == "dirty" else None,
         "seed": params.seed,
-        "num_clients": system.num_clients,
+        "num_clients": len(xs) if mine else system.num_clients,
         "mean_k": float(np.mean(ks)),
-        "acc_init": round(mean_client_acc(labels, initial), 6),
-        "acc_final": float(last["acc"]),
+        "acc_init": None if labels is None else round(mean_client_acc(labels, initial), 6),
+        "acc_final": None if labels is None else float(last["acc"]),
         "communities": int(last["communities"]),
         "true_categories": true_categories,
-        "wrong_assoc_pct": float(last["wrong_assoc_pct"]),
+        "wrong_assoc_pct": None if labels is None else float(last["wrong_assoc_pct"]),
         "clusters_total": int(rows[0]["clusters"]),
         "isolated_start": int(rows[0]["isolated"]),
         "isolated_end": int(last["isolated"]),
@@ -160,25 +359,40 @@ def run_fedcref_experiment(
         "deploy": DeployManifest(
             kind="community",
             models=COMMUNITY_MODELS,
-            model="autoencoder",
-            input_shape=(int(xs[0].shape[1]),),
+            model=config.model,
+            input_shape=(input_dim,),
             labels=None,
-            normalization="pixels scaled to [0, 1]",
-            data=image_clients_recipe(recorded),
+            normalization="none (your vectors as given)" if mine else "pixels scaled to [0, 1]",
+            data=table_recipe(config) if mine else image_clients_recipe(recorded),
         ).to_json(),
     }
+    if labels is None:
+        summary = {k: v for k, v in summary.items() if k not in LABEL_SUMMARY}
+    if mine:
+        del summary["split"]
+        summary["client_ids"] = federation.ids
     interrupts.raise_if_received()
     run.write_summary(summary)
     run.remove_checkpoint()  # the finished state is in the files above
     return summary
 
 
+def table_recipe(config: FedCRefRunConfig) -> dict:
+    """The deploy manifest's recipe of your table: the file and its SHA-256 (when known)."""
+    recipe = {"loader": "table", "dataset": config.dataset}
+    if config.dataset_sha256 is not None:
+        recipe["sha256"] = config.dataset_sha256
+    return recipe
+
+
 def summary_line(summary: Mapping) -> str:
-    """One human line of a finished run."""
+    """One human line of a finished run (the label-based numbers where the run has them)."""
+    scored = "acc_final" in summary
+    acc = f"ACC {summary['acc_init']:.3f} -> {summary['acc_final']:.3f}, " if scored else ""
+    found = f"/{summary['true_categories']}" if scored else ""
+    wrong = f", wrong associations {summary['wrong_assoc_pct']:.1f} %" if scored else ""
     return (
-        f"ACC {summary['acc_init']:.3f} -> {summary['acc_final']:.3f}, communities "
-        f"{summary['communities']}/{summary['true_categories']}, wrong associations "
-        f"{summary['wrong_assoc_pct']:.1f} %, isolated {summary['isolated_start']} -> "
-        f"{summary['isolated_end']}, {summary['iterations']} iterations "
-        f"({summary['stop_reason']}), {summary['wall_s']:.0f} s"
+        f"{acc}communities {summary['communities']}{found}{wrong}, isolated "
+        f"{summary['isolated_start']} -> {summary['isolated_end']}, {summary['iterations']} "
+        f"iterations ({summary['stop_reason']}), {summary['wall_s']:.0f} s"
     )

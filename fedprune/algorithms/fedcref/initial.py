@@ -7,7 +7,9 @@ each client with K_i given. As the real initializer we use k-means on autoencode
 the client trains the paper's autoencoder on all its samples and runs k-means (K_i clusters,
 10 restarts) on the 32-d codes. This is DEC's first stage (an autoencoder, then k-means in its
 latent space) without DEC's KL self-training refinement and with the FedCRef autoencoder
-instead of DEC's d-500-500-2000-10 one: a documented simplification.
+instead of DEC's d-500-500-2000-10 one: a documented simplification. With your own
+autoencoder the codes are those of its narrowest inner layer
+(:meth:`~fedprune.algorithms.fedcref.local_models.LocalTrainer.encode`).
 """
 
 from __future__ import annotations
