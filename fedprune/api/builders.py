@@ -55,12 +55,13 @@ def build(
     ----------
     method : str
         The method's name in :data:`fedprune.methods.METHODS`.
-    data : str, path or WindowedDataset, optional
+    data : str, path, WindowedDataset, ImageClients or ClientTable, optional
         The data (module docstring); default: ``config.dataset`` or the configuration's
         default dataset.
     model_fn : callable or UserModel, optional
-        Your model (HAR methods): ``model_fn(input_shape, num_classes)`` returning an
-        uncompiled ``tf.keras.Model``.
+        Your model, for the methods whose registry entry ``takes_model``:
+        ``model_fn(input_shape, num_classes)`` (FedCRef: ``model_fn(input_dim)``) returning
+        an uncompiled ``tf.keras.Model``.
     config : Config, optional
         The method's configuration; ``options`` replace its fields.
     **options
@@ -74,7 +75,7 @@ def build(
     ------
     ConfigError
         An unknown method or option, a value outside its range, a configuration of another
-        method, or ``model_fn``/your windows for a method that does not take them.
+        method, or ``model_fn`` / your data of a kind the method does not take.
     """
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; the known methods are {', '.join(METHODS)}")
@@ -84,7 +85,7 @@ def build(
     if unknown:
         raise ConfigError(
             f"{method}: unknown option(s) {', '.join(unknown)}; the options are "
-            f"{', '.join(sorted(fields - {'method', 'dataset_sha256'}))}"
+            f"{', '.join(sorted(fields - {'method', 'dataset_sha256', 'model'}))}"
         )
     if config is not None and not isinstance(config, entry.config):
         raise ConfigError(

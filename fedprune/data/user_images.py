@@ -65,9 +65,30 @@ def from_images(
     name: str = "user",
     source: str = "",
 ) -> ImageClients:
-    """Clients' images ``x`` (N, H, W, C), labels ``y`` (N,) and clients (N,), with the
-    server's ``proxy = (proxy_x, proxy_y)`` and optionally each client's ground-truth group
-    (ascending client-id order). One :class:`DataError` per problem, naming what to fix."""
+    """Clients' labelled images for the clustered-FL methods.
+
+    Parameters
+    ----------
+    x : array-like
+        (N, H, W, C) images (add a channel axis to grey ones).
+    y : array-like
+        (N,) integer classes.
+    client_ids : array-like
+        (N,) the client (an integer) of each image.
+    proxy : (array-like, array-like)
+        The server's labelled proxy set, images shaped like ``x`` and their classes.
+    groups : sequence of int, optional
+        Each client's ground-truth group, in ascending client-id order (for the ARI only).
+    class_names : sequence of str, optional
+        Default: ``"0"``, ``"1"``, ...
+    name, source : str
+        The data's name in reports; where the arrays came from, for messages.
+
+    Raises
+    ------
+    DataError
+        One line naming the problem and what to fix.
+    """
     where = f"{source}: " if source else ""
     x = _numbers(x, "x", where)
     if x.ndim != 4:
