@@ -25,7 +25,7 @@ from fedprune.data.tables import ClientTable, read_table_npz, write_table_npz
 from fedprune.data.user import read_npz, write_npz
 from fedprune.data.user_images import ImageClients, read_images_npz, write_images_npz
 from fedprune.data.windows import WindowedDataset
-from fedprune.errors import DataError
+from fedprune.errors import ConfigError, DataError
 from fedprune.methods import Method
 from fedprune.models.user import UserModel
 from fedprune.runs import names
@@ -181,11 +181,19 @@ def _same(a: object, b: object) -> bool:
 @contextmanager
 def _installed(workers: Workers | None, out: Path) -> Iterator[None]:
     """TFF's execution on ``workers`` for the block (logs in ``out/tff-logs``); ``None``:
-    the context already installed."""
+    the context already installed with :func:`fedprune.workers.execution.install`, refused
+    where there is none (TFF's own default would run an unsandboxed worker)."""
+    from fedprune.workers import execution
+
     if workers is None:
+        if not execution.installed():
+            raise ConfigError(
+                "workers=None runs on the TFF workers you started with "
+                "fedprune.workers.execution.install(), and none are running; start them, or "
+                "leave workers out (one sandboxed local worker)"
+            )
         yield
         return
-    from fedprune.workers import execution
 
     execution.install(
         num_local_workers=workers.local,

@@ -359,6 +359,14 @@ def _stop_all() -> None:
         _workers.pop().stop()
 
 
+def installed() -> bool:
+    """Whether :func:`install` has made TFF's default context one of fedprune's (and no
+    :func:`shutdown` has ended it): without it TFF's own import-time context would start an
+    unsandboxed ``worker_binary`` on the first computation."""
+    with _lock:
+        return bool(_contexts)
+
+
 def shutdown() -> None:
     """Stop every worker this process started (also runs at interpreter exit)."""
     with _lock:

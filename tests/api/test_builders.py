@@ -176,3 +176,16 @@ def test_an_images_file_with_other_clients_than_clients_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="--clients 4 but mine.npz holds 3 clients"):
         run_clustered_images(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_workers_none_is_refused_without_installed_workers(tmp_path):
+    """TFF's own default context would start a worker on every interface: never used."""
+    from fedprune.workers import execution
+
+    execution.shutdown()  # whatever an earlier test left
+    assert not execution.installed()
+    with pytest.raises(ConfigError, match="workers=None runs on the TFF workers you started"):
+        fp.kfed(fp.from_table(np.ones((4, 2)), [0, 0, 1, 1]), k_star=2).run(
+            tmp_path / "run", workers=None
+        )
+    assert not (tmp_path / "run").exists()

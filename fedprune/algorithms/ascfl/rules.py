@@ -23,8 +23,9 @@ of the server's steps (:mod:`.server`):
   before start in the cluster they were given (cluster 0 in round 1).
 * **w/o dynamic adjustment** (``--without adjustment``): no EM and no split/merge (the
   incentive's clusters are final).
-* **The warm-up** (``--warmup-rounds W``; reading #26 of the package): rounds 1..W average
-  one model over all reporting clients (FedAvg's rule) and Stage 1 first runs in round W + 1.
+* **The warm-up** (``--warmup-rounds W``; interpretation 26 in
+  :mod:`fedprune.algorithms.ascfl`): rounds 1..W average one model over all reporting clients
+  (FedAvg's rule) and Stage 1 first runs in round W + 1.
 * **CFL** (Sattler et al.): one cluster at the start; in every round each cluster with at
   least ``min_size`` members is split in two (optimal bipartition of the cosine similarity)
   when its weighted mean update norm is below ε1 and its largest update norm above ε2.
@@ -253,7 +254,7 @@ def local_epochs(config: ClusteredImageConfig, examples: int) -> int:
 
 
 def head_layers(spec: ModelSpec, layers: str) -> list[tf.keras.layers.Layer]:
-    """The layers whose updates the low-rank step factorizes (reading #2 of
+    """The layers whose updates the low-rank step factorizes (interpretation 2 in
     :mod:`fedprune.algorithms.ascfl`, "weights near the output layer"): the output layer
     (``layers="output"``), or every Dense layer after the last layer with weights that is not
     Dense (``"dense_head"``: the classifier on top of the convolutions)."""
