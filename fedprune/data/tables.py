@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from fedprune.data.user import _finite, _integers, _numbers, load_archive
+from fedprune.data.user import _integers, _samples, load_archive
 from fedprune.errors import DataError
 
 MIN_OBJECTS = 2
@@ -84,13 +84,8 @@ def from_table(
         One line naming the problem and what to fix.
     """
     where = f"{source}: " if source else ""
-    x = _numbers(x, "x", where)
-    if x.ndim != 2:
-        raise DataError(f"{where}x must have shape (objects, features), got {x.shape}")
+    x = _samples(x, ("objects", "features"), where)
     n = len(x)
-    if n == 0:
-        raise DataError(f"{where}x holds no objects")
-    _finite(x.astype(np.float64), "x", where)
     client = _integers(client_ids, "client_id", n, where, "object")
     if y is not None:
         y = _integers(y, "y", n, where, "object")

@@ -87,16 +87,11 @@ def from_arrays(
         One line naming the problem and what to fix.
     """
     where = f"{source}: " if source else ""
-    x = _numbers(x, "x", where)
-    if x.ndim != 3:
-        raise DataError(
-            f"{where}x must have shape (windows, time steps, channels), got {x.shape}; reshape "
-            "a single-channel series to (N, T, 1)"
-        )
+    x = _samples(
+        x, ("windows", "time steps", "channels"), where, "reshape a single-channel series to "
+        "(N, T, 1)"
+    )  # fmt: skip
     n = len(x)
-    if n == 0:
-        raise DataError(f"{where}x holds no windows")
-    _finite(x, "x", where)
     y = _integers(y, "y", n, where)
     client_ids = _integers(client_ids, "client_id", n, where)
     if class_names is None:
@@ -292,6 +287,19 @@ def _names(arrays: Mapping[str, np.ndarray], key: str, path: Path) -> tuple[str,
     if value.ndim != 1 or value.dtype.kind not in "US":
         raise DataError(f"--dataset {path}: {key} must be a 1-D array of strings")
     return tuple(v.decode() if isinstance(v, bytes) else str(v) for v in value)
+
+
+def _samples(value: Any, axes: Sequence[str], where: str, hint: str = "") -> np.ndarray:  # noqa: ANN401
+    """``x`` of your data: numbers with one axis per name in ``axes`` (samples first), at
+    least one sample, every value finite; else one DataError naming the shape and ``hint``."""
+    x = _numbers(value, "x", where)
+    if x.ndim != len(axes):
+        fix = f"; {hint}" if hint else ""
+        raise DataError(f"{where}x must have shape ({', '.join(axes)}), got {x.shape}{fix}")
+    if len(x) == 0:
+        raise DataError(f"{where}x holds no {axes[0]}")
+    _finite(x, "x", where)
+    return x
 
 
 def _numbers(value: Any, key: str, where: str) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from fedprune.data.partition import ClientData, FederatedData, time_ordered_split
 from fedprune.data.rotated_partition import RotatedFederatedData
-from fedprune.data.user import _finite, _integers, _numbers, load_archive
+from fedprune.data.user import _finite, _integers, _numbers, _samples, load_archive
 from fedprune.errors import DataError
 
 MIN_IMAGES = 2
@@ -90,13 +90,10 @@ def from_images(
         One line naming the problem and what to fix.
     """
     where = f"{source}: " if source else ""
-    x = _numbers(x, "x", where)
-    if x.ndim != 4:
-        raise DataError(
-            f"{where}x must have shape (images, height, width, channels), got {x.shape}; "
-            "add a channel axis to grey images (x[..., None])"
-        )
-    _finite(x.astype(np.float32), "x", where)
+    x = _samples(
+        x, ("images", "height", "width", "channels"), where,
+        "add a channel axis to grey images (x[..., None])",
+    )  # fmt: skip
     y = _integers(y, "y", len(x), where, "image")
     client = _integers(client_ids, "client_id", len(x), where, "image")
     proxy_x = _numbers(proxy[0], "proxy_x", where)
