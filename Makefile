@@ -50,52 +50,52 @@ bench: install ## time TFF rounds, fine-tuning (stacked vs Keras fit, oneDNN off
 	$(BIN)/python experiments/bench_fedhire.py
 
 reproduce-table2: install ## the paper's Table 2 on real data, 5 seeds -> results/table2.{md,csv,png}
-	$(BIN)/fedprune reproduce table2 --jobs 2
+	$(BIN)/fedprune reproduce table2 --jobs auto
 
 reproduce-table2-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce table2 --quick --jobs 2
+	$(BIN)/fedprune reproduce table2 --quick --jobs auto
 
 reproduce-fedcref: install ## FedCRef Tables 5-6 + Figure 8 on MNIST/Fashion/KMNIST, 5 seeds -> results/fedcref_*
-	$(BIN)/fedprune reproduce fedcref --jobs 2
+	$(BIN)/fedprune reproduce fedcref --jobs auto
 
 reproduce-fedcref-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce fedcref --quick --jobs 2
+	$(BIN)/fedprune reproduce fedcref --quick --jobs auto
 
 reproduce-score-ablation: install ## CA-AFP score ablation, Tables 3/4/8: 42 runs -> results/score_ablation.*
-	$(BIN)/fedprune reproduce score-ablation --jobs 2
+	$(BIN)/fedprune reproduce score-ablation --jobs auto
 
 reproduce-score-ablation-quick: install ## the same (the paper's study is one seed already)
-	$(BIN)/fedprune reproduce score-ablation --quick --jobs 2
+	$(BIN)/fedprune reproduce score-ablation --quick --jobs auto
 
 reproduce-phases: install ## CA-AFP phase sensitivity, Figure 2/Table 7, WISDM, 3 seeds -> results/phases.*
-	$(BIN)/fedprune reproduce phases --jobs 2
+	$(BIN)/fedprune reproduce phases --jobs auto
 
 reproduce-phases-quick: install ## the same, one seed and a smaller grid
-	$(BIN)/fedprune reproduce phases --quick --jobs 2
+	$(BIN)/fedprune reproduce phases --quick --jobs auto
 
 reproduce-finetune: install ## fine-tuning study, Figure 3/Table 9, WISDM, 5 seeds -> results/finetune.*
-	$(BIN)/fedprune reproduce finetune --jobs 2
+	$(BIN)/fedprune reproduce finetune --jobs auto
 
 reproduce-finetune-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce finetune --quick --jobs 2
+	$(BIN)/fedprune reproduce finetune --quick --jobs auto
 
 reproduce-noniid: install ## non-IID robustness, Figure 4/Table 10, WISDM, 5 seeds -> results/noniid.*
-	$(BIN)/fedprune reproduce noniid --jobs 2
+	$(BIN)/fedprune reproduce noniid --jobs auto
 
 reproduce-noniid-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce noniid --quick --jobs 2
+	$(BIN)/fedprune reproduce noniid --quick --jobs auto
 
 reproduce-ascfl: install ## AS-CFL vs CFL/IFCA/FedAvg, sweep, ablation (scaled), 3 seeds -> results/ascfl.*
-	$(BIN)/fedprune reproduce ascfl --jobs 2
+	$(BIN)/fedprune reproduce ascfl --jobs auto
 
 reproduce-ascfl-quick: install ## the same: seed 0, MNIST main comparison + rotation-only run
-	$(BIN)/fedprune reproduce ascfl --quick --jobs 2
+	$(BIN)/fedprune reproduce ascfl --quick --jobs auto
 
 reproduce-fedhire: install ## Fed-HIRE Tables 3-4, both partitions, 10 seeds (680 runs) -> results/fedhire.*
-	$(BIN)/fedprune reproduce fedhire --jobs 2
+	$(BIN)/fedprune reproduce fedhire --jobs auto
 
 reproduce-fedhire-quick: install ## the same: Table 3 only, 3 seeds
-	$(BIN)/fedprune reproduce fedhire --quick --jobs 2
+	$(BIN)/fedprune reproduce fedhire --quick --jobs auto
 
 clean: ## remove caches and build outputs (keeps .venv, runs/ and data/)
 	rm -rf .pytest_cache .ruff_cache build *.egg-info

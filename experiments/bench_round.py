@@ -1,23 +1,39 @@
-"""Benchmark: round times of the TFF engine against Keras ``fit`` over the same windows.
+"""Benchmark: how far fedprune's client training is from what TensorFlow's kernels allow here.
 
-1. A TFF FedAvg round against Keras ``fit`` of one model on the same clients' windows (same
-   model, Adam(1e-3), batch 32, E local epochs): the overhead of running rounds as TFF
-   computations.
-2. A CA-AFP Phase-3 round on the same clients (split into clusters of 8/1/1, masks at 70 %,
-   proximal term, one scoring round every f = 5) against the FedAvg round: the cost of
-   clustering, masking and the score statistics. The pipeline runs all clusters of a round as
-   one TFF computation (:mod:`fedprune.engine.clustered`); the earlier concurrent
-   per-cluster calls are timed beside it.
+For the HAR CNN (UCI-HAR windows, CA-AFP and FedAvg) and the AS-CFL image CNN (MNIST, the
+scaled study's model) it prints:
 
-    make bench                      # real UCI-HAR, 10 clients, E=3
-    python experiments/bench_round.py --dataset wisdm --rounds 10
+1. FLOPs per window, counted from the model (:mod:`fedprune.models.flops`);
+2. this machine's sgemm peak: numpy float32 2048 x 2048 products, one thread and all cores;
+3. the **zero-overhead round**: the same clients' local epochs (same batch size, optimizer
+   and epochs) as one ``tf.while_loop`` per client in one ``tf.function``, no TFF, the
+   clients one after another (TF's threads on all cores) and one client per core at a time;
+   the faster is the bound, as GFLOP/s and as a share of the sgemm peak;
+4. each round type of a run timed right after a zero-overhead round (paired medians, so the
+   machine's speed drift cancels): TFF FedAvg round / zero-overhead (target <= 1.15), CA-AFP
+   rounds (clusters 8/1/1, 70 % masks, proximal term; a scoring round), CA-AFP round (one
+   scoring round in five) / FedAvg round (target <= 1.10); AS-CFL's update round / its
+   zero-overhead round;
+5. with ``--run``: one whole CA-AFP UCI-HAR (0,0,50) run, its work in TFLOP (windows trained
+   in local epochs, the scoring gradient passes, fine-tuning, the evaluations; from the run's
+   configuration, data and clusters) and **run time / bound**, bound = work / the
+   zero-overhead rate (target <= 1.3).
+
+    make bench                                  # all of it, real data
+    python experiments/bench_round.py --rounds 3 --no-run
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import platform
+import tempfile
+import threading
 import time
+import types
+from collections.abc import Callable, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -25,39 +41,195 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
-from fedprune.data.registry import load_federated  # noqa: E402
-from fedprune.engine.client_work import LocalTraining  # noqa: E402
-from fedprune.engine.clustered import build_clustered_round, run_clustered_round  # noqa: E402
-from fedprune.engine.process import (  # noqa: E402
-    build_fedavg_process,
-    build_learning_process,
-    with_client_work_state,
-)
-from fedprune.engine.rounds import (  # noqa: E402
-    run_round,
-    run_rounds_concurrently,
-    sample_clients,
-)
+from fedprune.data.partition import ClientData  # noqa: E402
+from fedprune.engine import local_loop, step_noise  # noqa: E402
+from fedprune.models import flops  # noqa: E402
 from fedprune.models.spec import ModelSpec  # noqa: E402
-from fedprune.sparsity import masks as M  # noqa: E402
-from fedprune.sparsity.layers import prunable_mask_flags  # noqa: E402
-from fedprune.workers import execution  # noqa: E402
+
+BATCH = 32
+_FIELDS = ("x", "y", "shuffle_seed", "batch_size", "repeats")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default="uci_har", choices=("uci_har", "wisdm"))
-    parser.add_argument("--clients-per-round", type=int, default=10)
-    parser.add_argument("--local-epochs", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=6, help="timed repetitions (after warm-up)")
-    parser.add_argument("--data-dir", default=None)
-    args = parser.parse_args()
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
-    data = load_federated(args.dataset, seed=0, data_dir=args.data_dir)
+
+def onednn() -> str:
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    default = "on" if any(f in flags for f in ("avx512_vnni", "avx512_bf16", "amx")) else "off"
+    setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    return {"0": "off", "1": "on"}.get(setting or "", default)
+
+
+def sgemm_gflops(threads: int | None, size: int = 2048, repeats: int = 5) -> float:
+    """numpy float32 matrix products of ``size`` x ``size``; best of ``repeats``."""
+    from threadpoolctl import threadpool_limits
+
+    a = np.random.default_rng(0).random((size, size), np.float32)
+    b = np.random.default_rng(1).random((size, size), np.float32)
+    with threadpool_limits(limits=threads):
+        a @ b  # warm-up
+        best = min(_time(lambda: a @ b) for _ in range(repeats))
+    return 2 * size**3 / best / 1e9
+
+
+def tf_matmul_gflops(size: int = 2048, repeats: int = 5) -> float:
+    """TensorFlow's own float32 matrix product (its BLAS: oneDNN or Eigen), all cores."""
+    a = tf.random.stateless_uniform((size, size), (0, 1))
+    b = tf.random.stateless_uniform((size, size), (0, 2))
+    product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+    product()
+    return 2 * size**3 / min(_time(lambda: product().numpy()) for _ in range(repeats)) / 1e9
+
+
+class ZeroOverhead:
+    """The clients' local epochs as one ``tf.while_loop`` per client in one ``tf.function``
+    (:func:`fedprune.engine.local_loop.run_epochs`), the same model, optimizer and batches as
+    the client work, without TFF."""
+
+    def __init__(self, spec: ModelSpec, optimizer: tff.learning.optimizers.Optimizer):
+        self.model = step_noise.seed_random_layers(spec.keras())
+        self.loss = spec.loss()
+        self.start = [tf.identity(v) for v in self.model.trainable_variables]
+        self.optimizer = optimizer
+        x, y = spec.input_spec()
+        element = {
+            "x": x, "y": y,
+            "shuffle_seed": tf.TensorSpec([], tf.int64),
+            "batch_size": tf.TensorSpec([], tf.int32),
+            "repeats": tf.TensorSpec([], tf.int32),
+        }  # fmt: skip
+        signature = [element, tf.TensorSpec([], tf.int32)]
+        self.train = tf.function(self._train, input_signature=signature)
+
+    def _train(self, data: dict, epochs: tf.Tensor) -> tf.Tensor:
+        data = collections.OrderedDict((k, data[k]) for k in _FIELDS)
+        trainable = tuple(self.model.trainable_variables)
+        for var, value in zip(trainable, self.start):
+            var.assign(value)
+        specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
+
+        def step(state, batch):  # noqa: ANN001
+            opt_state, examples = state
+            with tf.GradientTape() as tape:
+                loss = self.loss(batch[1], self.model(batch[0], training=True))
+            grads = tape.gradient(loss, trainable)
+            opt_state, new = self.optimizer.next(opt_state, trainable, grads)
+            for var, value in zip(trainable, new):
+                var.assign(value)
+            return opt_state, examples + tf.shape(batch[1])[0]
+
+        init = (self.optimizer.initialize(specs), tf.constant(0))
+        return local_loop.run_epochs(data, epochs, step, init)[1]
+
+
+def client_values(clients: Sequence[ClientData], seed: int) -> list[dict]:
+    return [
+        dict(local_loop.client_tensors(c, BATCH, seed + c.client_id).get_single_element())
+        for c in clients
+    ]
+
+
+def zero_overhead_round(
+    trainers: Sequence[ZeroOverhead], values: Sequence[dict], epochs: int
+) -> Callable[[], None]:
+    """A callable running every client once: with one trainer the clients one after another,
+    with several the clients dealt round-robin to one thread per trainer."""
+    e = tf.constant(epochs)
+
+    def run(trainer: ZeroOverhead, part: Sequence[dict]) -> None:
+        for v in part:
+            trainer.train(v, e)
+
+    def round_() -> None:
+        if len(trainers) == 1:
+            run(trainers[0], values)
+            return
+        threads = [
+            threading.Thread(target=run, args=(t, values[i :: len(trainers)]))
+            for i, t in enumerate(trainers)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    return round_
+
+
+def paired(base: Callable[[], None], variants: dict, rounds: int) -> tuple[float, dict]:
+    """Median time of ``base`` and, per variant, the median of (variant / base right before)."""
+    for fn in (base, *variants.values()):
+        fn()  # warm-up (tracing)
+    base_times, ratios = [], {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            b = _time(base)
+            base_times.append(b)
+            ratios[name].append(_time(fn) / b)
+    return float(np.median(base_times)), {k: float(np.median(v)) for k, v in ratios.items()}
+
+
+def best_zero_overhead(spec: ModelSpec, optimizer_fn, values, epochs: int) -> tuple:  # noqa: ANN001
+    """The faster of one loop on all cores and one loop per core; (callable, label, seconds)."""
+    cores = os.cpu_count() or 1
+    options = {"one loop, TF threads on all cores": [ZeroOverhead(spec, optimizer_fn())]}
+    if cores > 1 and len(values) > 1:
+        options[f"{cores} loops, one client per core"] = [
+            ZeroOverhead(spec, optimizer_fn()) for _ in range(cores)
+        ]
+    timed = {}
+    for label, trainers in options.items():
+        fn = zero_overhead_round(trainers, values, epochs)
+        fn()
+        timed[label] = (fn, float(np.median([_time(fn) for _ in range(3)])))
+    label = min(timed, key=lambda k: timed[k][1])
+    for other, (_, s) in timed.items():
+        print(f"    zero-overhead round, {other:38s} {s:6.2f} s")
+    return timed[label][0], label, timed[label][1]
+
+
+def har(args: argparse.Namespace, peak: float) -> float:
+    """The HAR CNN's rounds; returns the zero-overhead rate in GFLOP/s."""
+    from fedprune.data.registry import load_federated
+    from fedprune.engine.client_work import LocalTraining
+    from fedprune.engine.clustered import build_clustered_round, run_clustered_round
+    from fedprune.engine.process import build_fedavg_process
+    from fedprune.engine.rounds import run_round, sample_clients
+    from fedprune.sparsity import masks as M
+    from fedprune.sparsity.layers import prunable_mask_flags
+
+    data = load_federated("uci_har", seed=0, data_dir=args.data_dir, verbose=False)
     spec = ModelSpec(data.input_shape, data.num_classes, seed=0)
-    ids = sample_clients([c.client_id for c in data.clients], args.clients_per_round, 0, 1)
+    count = flops.count(spec.keras())
+    ids = sample_clients([c.client_id for c in data.clients], 10, 0, 1)
     clients = [data.client(i) for i in ids]
     windows = sum(c.num_train for c in clients) * args.local_epochs
+    work = windows * count.training / 1e9
+    print(
+        f"\nHAR CNN on UCI-HAR windows {data.input_shape}: {count.forward / 1e6:.2f} MFLOP "
+        f"forward, {count.training / 1e6:.2f} MFLOP per training window"
+    )
+    print(
+        f"  a round: {len(clients)} clients x E={args.local_epochs}, {windows} windows, "
+        f"{work:.1f} GFLOP"
+    )
+    values = client_values(clients, 0)
+    adam = lambda: tff.learning.optimizers.build_adam(1e-3)  # noqa: E731
+    zero, label, zero_s = best_zero_overhead(spec, adam, values, args.local_epochs)
+    rate = work / zero_s
+    print(
+        f"  bound: {label}: {zero_s:.2f} s = {rate:.1f} GFLOP/s "
+        f"({100 * rate / peak:.0f} % of the sgemm peak)"
+    )
+
     init = [np.asarray(w) for w in spec.initial_weights().trainable]
     flags = prunable_mask_flags(spec.keras())
     rng = np.random.default_rng(0)
@@ -69,111 +241,159 @@ def main() -> None:
     it = iter(kernels)
     mask = [next(it) if f else np.ones_like(w) for w, f in zip(init, flags)]
     groups = [clients[:-2], clients[-2:-1], clients[-1:]]
+    fedavg = build_fedavg_process(spec, args.local_epochs)
+    fedavg_state = fedavg.initialize()
+    training = LocalTraining(args.local_epochs, prox=1e-3, masked=True)
+    plain = build_clustered_round(spec, training, len(groups))
+    measuring = LocalTraining(**{**vars(training), "statistics": True})
+    scoring = build_clustered_round(spec, measuring, len(groups))
+    start = {c: M.apply(init, mask) for c in range(len(groups))}
+    masks = {c: mask for c in range(len(groups))}
+    members = dict(enumerate(groups))
+    variants = {
+        "fedavg": lambda: run_round(fedavg, fedavg_state, clients, 1, 0, BATCH),
+        "caafp": lambda: run_clustered_round(plain, start, masks, init, members, 1, 0, BATCH),
+        "scoring": lambda: run_clustered_round(scoring, start, masks, init, members, 1, 0, BATCH),
+    }
+    zero_s, ratio = paired(zero, variants, args.rounds)
+    caafp = (4 * ratio["caafp"] + ratio["scoring"]) / 5
+    print("  per round type, paired medians against the zero-overhead round:")
+    for name, text in (
+        ("fedavg", "TFF FedAvg round"),
+        ("caafp", "CA-AFP round (8/1/1 clusters, 70 % masks, prox)"),
+        ("scoring", "CA-AFP scoring round (+ gradient pass)"),
+    ):
+        extra = 1.0 + (1.0 / args.local_epochs if name == "scoring" else 0.0)
+        gflops = rate * extra / ratio[name]
+        print(f"    {text:48s} {ratio[name]:5.2f}   {gflops:5.1f} GFLOP/s")
+    print(f"  FedAvg round / zero-overhead round        {ratio['fedavg']:5.2f}  (target <= 1.15)")
+    per_fedavg = caafp / ratio["fedavg"]
+    print(f"  CA-AFP round (1 scoring in 5) / FedAvg    {per_fedavg:5.2f}  (target <= 1.10)")
+    return rate
 
+
+def ascfl(args: argparse.Namespace, peak: float) -> None:
+    """The AS-CFL family's update round (image CNN, plain SGD) against its zero-overhead round."""
+    from fedprune.algorithms.ascfl.experiment import build_federation, model_spec
+    from fedprune.configs.ascfl import ClusteredImageConfig
+    from fedprune.engine.per_client import build_update_round, run_update_round
+
+    config = ClusteredImageConfig(dataset="mnist", scale="scaled")
+    fed = build_federation(config, args.data_dir)
+    spec = model_spec(config, fed)
+    count = flops.count(spec.keras())
+    clients = list(fed.clients)
+    epochs = config.local_epochs
+    windows = sum(len(c.y_train) for c in clients) * epochs
+    work = windows * count.training / 1e9
+    print(
+        f"\nAS-CFL image CNN ({config.model}) on MNIST {fed.federated.input_shape}: "
+        f"{count.forward / 1e6:.2f} MFLOP forward, {count.training / 1e6:.2f} MFLOP per "
+        f"training window"
+    )
+    print(f"  a round: {len(clients)} clients x E={epochs}, {windows} windows, {work:.1f} GFLOP")
+    values = client_values(clients, 0)
+    sgd = lambda: tff.learning.optimizers.build_sgdm(0.1)  # noqa: E731
+    zero, label, zero_s = best_zero_overhead(spec, sgd, values, epochs)
+    rate = work / zero_s
+    print(
+        f"  bound: {label}: {zero_s:.2f} s = {rate:.1f} GFLOP/s "
+        f"({100 * rate / peak:.0f} % of the sgemm peak)"
+    )
+    computation = build_update_round(spec, epochs, 1)
+    weights = [[np.asarray(w) for w in spec.initial_weights().trainable]]
+    model_of = {c.client_id: 0 for c in clients}
+
+    def update_round() -> None:
+        run_update_round(computation, weights, 0.1, model_of, clients, 1, 0, config.batch_size)
+
+    _, ratio = paired(zero, {"update": update_round}, args.rounds)
+    print(f"  AS-CFL update round / zero-overhead round {ratio['update']:5.2f}")
+
+
+def caafp_run(args: argparse.Namespace, rate: float) -> None:
+    """One whole CA-AFP UCI-HAR (0,0,50) run: its work, its time and their ratio to the bound."""
+    import fedprune.api as fp
+
+    with tempfile.TemporaryDirectory(prefix="fedprune-bench-") as out:
+        t0 = time.perf_counter()
+        result = fp.caafp("uci_har").run(out, data_dir=args.data_dir, progress=False)
+        process_s = time.perf_counter() - t0
+        print("\nOne CA-AFP UCI-HAR (0,0,50) run (fp.caafp('uci_har'), defaults):")
+        report_run(result, rate, args.data_dir)
+    print(f"  the whole call, with loading and setting up: {process_s:.1f} s")
+
+
+def report_run(result: object, rate: float, data_dir: str | None) -> None:
+    """A finished pipeline run's work (from its configuration, data and clusters), its time
+    and run time / bound."""
+    from fedprune.data.registry import har_recipe, load_recorded
+    from fedprune.engine.rounds import sample_by_cluster
+
+    config = types.SimpleNamespace(**result.config)
+    data = load_recorded(har_recipe(config), data_dir)
+    spec = ModelSpec(data.input_shape, data.num_classes, seed=config.seed)
+    count = flops.count(spec.keras())
+    sizes = {c.client_id: c.num_train for c in data.clients}
+    tests = sum(len(c.y_test) for c in data.clients)
+    t0, t1, t2 = config.phases
+    cluster_of = {int(k): int(v) for k, v in result.assignments().items()}
+    trained = sum(sizes.values()) if config.clusters > 1 else 0  # the clustering step's epoch
+    scored = 0
+    for t in range(t0 + 2, t0 + 2 + t1 + t2):
+        chosen = sample_by_cluster(cluster_of, config.clients_per_round, config.seed, t)
+        windows = sum(sizes[i] for members in chosen.values() for i in members)
+        trained += windows * config.local_epochs
+        phase3_t = t - (t0 + 1 + t1)
+        if phase3_t >= 1 and phase3_t % config.prune_frequency == 0:
+            scored += windows
+    finetuned = max(config.ft_epochs) * sum(sizes.values())
+    evaluated = len(config.ft_epochs) * tests
+    work = (trained + scored + finetuned) * count.training + evaluated * count.forward
+    bound = work / 1e9 / rate
+    wall = float(result.summary["wall_s"])
+    print(
+        f"  windows: {trained} in local epochs, {scored} in scoring passes, {finetuned} "
+        f"fine-tuned, {evaluated} evaluated: {work / 1e12:.2f} TFLOP"
+    )
+    print(f"  bound at the zero-overhead rate: {bound:6.1f} s")
+    print(f"  run (summary.json wall_s): {wall:6.1f} s = {work / 1e9 / wall:.1f} GFLOP/s")
+    print(f"  run time / bound: {wall / bound:5.2f}  (target <= 1.3)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--local-epochs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="paired repetitions (default 5)")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--no-run", action="store_true", help="skip the whole CA-AFP run")
+    parser.add_argument("--no-ascfl", action="store_true", help="skip the AS-CFL image CNN")
+    args = parser.parse_args()
+
+    from fedprune.workers import execution
+
+    cores = os.cpu_count() or 1
+    one, every, tf_peak = sgemm_gflops(1), sgemm_gflops(None), tf_matmul_gflops()
+    peak = max(every, tf_peak)
+    print(f"{cpu_name()}, {cores} cores, oneDNN {onednn()}")
+    print(
+        f"sgemm, float32 2048^3: numpy {one:.0f} GFLOP/s on one core, {every:.0f} on all; "
+        f"TensorFlow's matmul {tf_peak:.0f} on all: peak {peak:.0f} GFLOP/s"
+    )
     execution.install()
     try:
-        fedavg = build_fedavg_process(spec, args.local_epochs)
-        state = fedavg.initialize()
-        run_round(fedavg, state, clients, 0, 0, 32)  # warm-up (tracing)
-
-        training = LocalTraining(args.local_epochs, prox=1e-3, masked=True)
-        plain = build_learning_process(spec, training)
-        measuring = build_learning_process(
-            spec, LocalTraining(**{**training.__dict__, "statistics": True})
-        )
-        base = with_client_work_state(
-            plain.set_model_weights(
-                plain.initialize(), tff.learning.models.ModelWeights(M.apply(init, mask), [])
-            ),
-            mask=mask,
-            anchor=init,
-        )
-
-        def fedavg_round(r: int) -> None:
-            run_round(fedavg, state, clients, r + 1, 0, 32)
-
-        def one_call(r: int) -> None:
-            run_round(plain, base, clients, r + 1, 0, 32)
-
-        def split(r: int) -> None:
-            run_rounds_concurrently([(plain, base, g) for g in groups], r + 1, 0, 32)
-
-        def scoring(r: int) -> None:
-            run_rounds_concurrently([(measuring, base, g) for g in groups], r + 1, 0, 32)
-
-        clustered_plain = build_clustered_round(spec, training, len(groups))
-        clustered_measuring = build_clustered_round(
-            spec, LocalTraining(**{**training.__dict__, "statistics": True}), len(groups)
-        )
-        start = {c: M.apply(init, mask) for c in range(len(groups))}
-        masks = {c: mask for c in range(len(groups))}
-        members = dict(enumerate(groups))
-
-        def clustered(r: int) -> None:
-            run_clustered_round(clustered_plain, start, masks, init, members, r + 1, 0, 32)
-
-        def clustered_scoring(r: int) -> None:
-            run_clustered_round(clustered_measuring, start, masks, init, members, r + 1, 0, 32)
-
-        # Keras models must be built after the TFF processes (which build theirs in graphs)
-        x = np.concatenate([c.x_train for c in clients])
-        y = np.concatenate([c.y_train for c in clients])
-        model = spec.keras()
-        model.compile(tf.keras.optimizers.Adam(1e-3), "sparse_categorical_crossentropy")
-
-        def keras_fit(r: int) -> None:
-            model.fit(x, y, batch_size=32, epochs=args.local_epochs, verbose=0)
-
-        for warm in (split, scoring, clustered, clustered_scoring, keras_fit):
-            warm(0)
-        # Interleaved: each CA-AFP variant is timed right after a FedAvg round, and the
-        # ratios of those pairs are reported, so machine-speed drift cancels out.
-        names = ("keras", "one_call", "split", "scoring", "clustered", "clustered_scoring")
-        pairs = {name: [] for name in names}
-        fedavg_times = []
-        for r in range(args.rounds):
-            for name, fn in (
-                ("keras", keras_fit),
-                ("one_call", one_call),
-                ("split", split),
-                ("scoring", scoring),
-                ("clustered", clustered),
-                ("clustered_scoring", clustered_scoring),
-            ):
-                base_s = _time(fedavg_round, r)
-                fedavg_times.append(base_s)
-                pairs[name].append(_time(fn, r) / base_s)
-        fedavg_s = float(np.median(fedavg_times))
-        fit_s = fedavg_s * float(np.median(pairs["keras"]))
-        ratio = {name: float(np.median(v)) for name, v in pairs.items()}
-        # CA-AFP's mean over a 5-round cycle: 4 plain rounds and 1 scoring round
-        ratio["caafp_split"] = (4 * ratio["split"] + ratio["scoring"]) / 5
-        ratio["caafp"] = (4 * ratio["clustered"] + ratio["clustered_scoring"]) / 5
+        rate = har(args, peak)
+        if not args.no_ascfl:
+            ascfl(args, peak)
+        if not args.no_run:
+            caafp_run(args, rate)
     finally:
         execution.shutdown()
 
-    print(
-        f"{args.dataset}: {len(clients)} clients, {windows} windows per round "
-        f"(E={args.local_epochs})"
-    )
-    print(f"  Keras fit         {fit_s:6.2f} s  {windows / fit_s:7.0f} windows/s")
-    print(f"  TFF FedAvg round  {fedavg_s:6.2f} s  {windows / fedavg_s:7.0f} windows/s")
-    print(
-        f"  FedAvg round / Keras fit  {1 / float(np.median(pairs['keras'])):5.2f}  (paired median)"
-    )
-    print("  CA-AFP (clusters 8/1/1, 70 % masks, proximal term) / FedAvg round, paired medians:")
-    print(f"    masked + proximal, one TFF call for all clients  {ratio['one_call']:5.2f}")
-    print(f"    all clusters in one TFF computation (pipeline)   {ratio['clustered']:5.2f}")
-    print(f"    the same, a scoring round (extra gradient pass)  {ratio['clustered_scoring']:5.2f}")
-    print(f"    before: concurrent per-cluster calls             {ratio['split']:5.2f}")
-    print(f"    before: a scoring round in per-cluster calls     {ratio['scoring']:5.2f}")
-    print(f"  CA-AFP round / FedAvg round (1 scoring round in 5)  {ratio['caafp']:5.2f}")
-    print(f"    before (per-cluster calls)                        {ratio['caafp_split']:5.2f}")
 
-
-def _time(fn, r: int) -> float:  # noqa: ANN001
+def _time(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
-    fn(r)
+    fn()
     return time.perf_counter() - t0
 
 

@@ -45,6 +45,11 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _jobs(text: str) -> int | str:
+    """``--jobs``: an integer >= 1, or ``auto`` (:mod:`fedprune.reproduce.auto_jobs`)."""
+    return "auto" if text == "auto" else _positive_int(text)
+
+
 def _port(text: str) -> int:
     """A TCP port for ``--port``: an integer in [0, 65535] (0: any free port)."""
     try:
@@ -158,7 +163,12 @@ def add_reproduce_options(
     parser.add_argument("--out", default="results", help="output folder (results)")
     parser.add_argument("--data-dir", default=None, help="as for train")
     parser.add_argument(
-        "--jobs", type=_positive_int, default=1, help="runs trained in parallel processes (1)"
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="N|auto",
+        help="runs trained at a time, in their own processes (default: 1; integer >= 1, or "
+        "auto: start with one and add runs while cores stand idle, measured on this machine)",
     )
     parser.add_argument(
         "--unsafe-open-workers",

@@ -2,7 +2,7 @@
 
 Type signature of ``next`` (checked by TFF's ``ClientWorkProcess``)::
 
-    (<state@SERVER, ModelWeights@CLIENTS, (x, y)*@CLIENTS>
+    (<state@SERVER, ModelWeights@CLIENTS, client tensors@CLIENTS>
      -> <state@SERVER, ClientResult(update, update_weight)@CLIENTS, metrics@SERVER>)
 
 ``state`` is what the server broadcasts with the model: the binary ``mask`` (one per trainable
@@ -10,7 +10,9 @@ tensor; ones for tensors that are never pruned) when ``masked``, and the proxima
 w_p,k when ``prox > 0``. It is a named part of the learning process's state
 (``state.client_work``), replaced by the algorithm between rounds.
 
-Each client runs ``epochs`` epochs of a TFF optimizer on
+Each client runs ``epochs`` epochs of a TFF optimizer, as one in-graph loop over its data held
+as tensors (:mod:`fedprune.engine.local_loop`: a fresh shuffle every epoch, batches gathered
+inside the loop), on
 
     L_k(w) = CE_k(w) + prox / 2 * ||w - anchor||²            (CA-AFP Eq. 5; Eq. 1 if prox = 0)
 
@@ -51,6 +53,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from fedprune.engine import local_loop
 from fedprune.engine.objectives import local_loss, proximal_objective, proximal_term
 
 STATISTICS_BATCH = 1024
@@ -103,7 +106,7 @@ def build_client_update(
     broadcast_type = state_type(config, weights_type)
 
     @tff.tensorflow.computation(weights_type, broadcast_type, data_type)
-    def client_update(initial_weights, broadcast, dataset):  # noqa: ANN001 (traced by TFF)
+    def client_update(initial_weights, broadcast, data):  # noqa: ANN001 (traced by TFF)
         model = model_fn()
         weights = tff.learning.models.ModelWeights.from_model(model)
         trainable = tuple(weights.trainable)
@@ -142,11 +145,13 @@ def build_client_update(
             grads = tape.gradient(loss_sum, trainable)
             return tuple(t + g for t, g in zip(total, grads)), examples + n
 
-        def objective_gradient(dataset):  # noqa: ANN001 (traced by TF)
+        def objective_gradient(data):  # noqa: ANN001 (traced by TF)
             """Eq. 5's gradient at the current weights over the whole local dataset."""
             zeros = tuple(tf.zeros_like(v) for v in trainable)
-            large = dataset.unbatch().batch(STATISTICS_BATCH)
-            total, examples = large.reduce((zeros, tf.constant(0.0)), accumulate_gradient)
+            init = (zeros, tf.constant(0.0))
+            total, examples = local_loop.run_chunks(
+                data, STATISTICS_BATCH, accumulate_gradient, init
+            )
             gradient = [t / tf.maximum(examples, 1.0) for t in total]
             if anchor is not None:
                 with tf.GradientTape() as tape:
@@ -154,30 +159,34 @@ def build_client_update(
                 gradient = [g + p for g, p in zip(gradient, tape.gradient(term, trainable))]
             return gradient
 
-        # A tf.function orders the assignments, the loops and the final reads.
-        @tf.function
-        def train(initial_weights, dataset):  # noqa: ANN001 (traced by TF)
-            tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+        def local_work(data):  # noqa: ANN001 (traced by TF)
             result = collections.OrderedDict()
             if config.statistics:
-                gradient = objective_gradient(dataset)
+                gradient = objective_gradient(data)
             init = (opt_state, tf.constant(0), tf.constant(0.0), tf.constant(0))
-            _, examples, loss_sum, correct = dataset.repeat(config.epochs).reduce(init, step)
-            update = [a - b for a, b in zip(initial_weights.trainable, weights.trainable)]
+            _, examples, loss_sum, correct = local_loop.run_epochs(data, config.epochs, step, init)
+            trained = [tf.identity(v) for v in trainable]
             result["metrics"] = collections.OrderedDict(
                 examples=examples, loss_sum=loss_sum, correct=correct
             )
             if config.statistics:
-                trained = [tf.identity(v) for v in weights.trainable]
                 result["statistics"] = collections.OrderedDict(
                     w=trained,
                     w2=[tf.square(v) for v in trained],
                     grad_sign=[tf.sign(g) for g in gradient],
                     grad=gradient,
                 )
+            return trained, result
+
+        # A tf.function orders the assignments, the loops and the final reads.
+        @tf.function
+        def train(initial_weights, dataset):  # noqa: ANN001 (traced by TF)
+            tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+            trained, result = local_work(local_loop.unpack(dataset))
+            update = [a - b for a, b in zip(initial_weights.trainable, trained)]
             return update, result
 
-        update, result = train(initial_weights, dataset)
+        update, result = train(initial_weights, data)
         client_result = tff.learning.templates.ClientResult(
             update=update,
             update_weight=tf.cast(result["metrics"]["examples"], tf.float32),
@@ -195,7 +204,7 @@ def build_local_training(
     with tf.Graph().as_default():
         probe = model_fn()
         weights_type = tff.learning.models.weights_type_from_model(probe)
-        data_type = tff.SequenceType(tff.types.tensorflow_to_type(probe.input_spec))
+        data_type = local_loop.data_type(probe.input_spec)
         shapes = [v.shape.as_list() for v in probe.trainable_variables]
     client_update = build_client_update(model_fn, config, weights_type, data_type)
     unplaced_state = state_type(config, weights_type)

@@ -34,8 +34,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
+from fedprune.engine import local_loop
 from fedprune.engine.client_work import LocalTraining, build_client_update
-from fedprune.engine.datasets import round_seed, train_dataset
+from fedprune.engine.datasets import round_seed
 from fedprune.engine.rounds import call_interruptibly, check_finite
 from fedprune.models.spec import ModelSpec
 
@@ -55,7 +56,7 @@ def build_clustered_round(
     with tf.Graph().as_default():
         probe = model_fn()
         weights_type = tff.learning.models.weights_type_from_model(probe)
-        data_type = tff.SequenceType(tff.types.tensorflow_to_type(probe.input_spec))
+        data_type = local_loop.data_type(probe.input_spec)
     client_update = build_client_update(model_fn, training, weights_type, data_type)
     tensors = list(weights_type.trainable)
     stacked = [_stacked(t, clusters) for t in tensors]
@@ -217,12 +218,12 @@ def run_clustered_round(
     if anchor is not None:
         state["anchor"] = [np.asarray(a, np.float32) for a in anchor]
     order = [(c, client) for c, clients in members.items() for client in clients]
-    datasets = [
-        train_dataset(client, batch_size, round_seed(seed, round_num, client.client_id))
+    data = [
+        local_loop.client_tensors(client, batch_size, round_seed(seed, round_num, client.client_id))
         for _, client in order
     ]
     clusters = [np.int32(c) for c, _ in order]
-    result = call_interruptibly(lambda: computation(state, clusters, datasets))
+    result = call_interruptibly(lambda: computation(state, clusters, data))
     train = result["train"]
     outputs = {}
     for c, clients in members.items():

@@ -33,9 +33,12 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
-from fedprune.engine.datasets import round_seed, train_dataset
+from fedprune.engine import local_loop
+from fedprune.engine.datasets import round_seed
 from fedprune.engine.rounds import call_interruptibly
 from fedprune.models.spec import ModelSpec
+
+LOSS_CHUNK = 1024  # examples per forward pass of IFCA's loss evaluation (dropout off)
 
 
 def _types(spec: ModelSpec, models: int) -> tuple[list, tff.Type, tff.Type]:
@@ -43,7 +46,7 @@ def _types(spec: ModelSpec, models: int) -> tuple[list, tff.Type, tff.Type]:
     with tf.Graph().as_default():
         probe = model_fn()
         weights_type = tff.learning.models.weights_type_from_model(probe)
-        data_type = tff.SequenceType(tff.types.tensorflow_to_type(probe.input_spec))
+        data_type = local_loop.data_type(probe.input_spec)
     if len(weights_type.non_trainable):
         raise ValueError(f"model {spec.model!r} has non-trainable weights; not supported here")
     tensors = list(weights_type.trainable)
@@ -61,7 +64,7 @@ def build_update_round(spec: ModelSpec, epochs: int, models: int) -> tff.Computa
     tensors, stacked, data_type = _types(spec, models)
 
     @tff.tensorflow.computation(stacked, np.float32, np.int32, data_type)
-    def client_update(models_stack, learning_rate, index, dataset):  # noqa: ANN001
+    def client_update(models_stack, learning_rate, index, data):  # noqa: ANN001
         model = model_fn()
         trainable = tuple(model.trainable_variables)
 
@@ -77,19 +80,23 @@ def build_update_round(spec: ModelSpec, epochs: int, models: int) -> tff.Computa
             correct += tf.reduce_sum(tf.cast(tf.equal(pred, batch[1]), tf.int32))
             return examples + n, loss_sum + out.loss * tf.cast(n, tf.float32), correct
 
+        def local_work(data):  # noqa: ANN001 (traced by TF)
+            init = (tf.constant(0), tf.constant(0.0), tf.constant(0))
+            examples, loss_sum, correct = local_loop.run_epochs(data, epochs, step, init)
+            trained = [tf.identity(v) for v in trainable]
+            return trained, collections.OrderedDict(
+                examples=examples, loss_sum=loss_sum, correct=correct
+            )
+
         @tf.function
         def train(start, dataset):  # noqa: ANN001 (traced by TF)
             for var, value in zip(trainable, start):
                 var.assign(value)
-            init = (tf.constant(0), tf.constant(0.0), tf.constant(0))
-            examples, loss_sum, correct = dataset.repeat(epochs).reduce(init, step)
-            update = [v - s for v, s in zip(trainable, start)]
-            return update, collections.OrderedDict(
-                examples=examples, loss_sum=loss_sum, correct=correct
-            )
+            trained, metrics = local_work(local_loop.unpack(dataset))
+            return [t - s for t, s in zip(trained, start)], metrics
 
         start = [tf.gather(w, index) for w in models_stack]
-        return train(start, dataset)
+        return train(start, data)
 
     @tff.federated_computation(
         tff.FederatedType(stacked, tff.SERVER),
@@ -117,28 +124,29 @@ def build_loss_round(spec: ModelSpec, models: int) -> tff.Computation:
     tensors, stacked, data_type = _types(spec, models)
 
     @tff.tensorflow.computation(stacked, data_type)
-    def client_losses(models_stack, dataset):  # noqa: ANN001 (traced by TFF)
+    def client_losses(models_stack, data):  # noqa: ANN001 (traced by TFF)
         model = model_fn()
         trainable = tuple(model.trainable_variables)
 
+        def add(state, batch):  # noqa: ANN001 (traced by TF)
+            total, count = state
+            result = model.forward_pass(batch, training=False)
+            n = tf.cast(tf.shape(batch[1])[0], tf.float32)
+            return total + result.loss * n, count + n
+
         @tf.function
         def losses(models_stack, dataset):  # noqa: ANN001 (traced by TF)
+            data = local_loop.unpack(dataset)
             out = []
             for m in range(models):
                 for var, w in zip(trainable, models_stack):
                     var.assign(w[m])
-
-                def add(state, batch):  # noqa: ANN001 (traced by TF)
-                    total, count = state
-                    result = model.forward_pass(batch, training=False)
-                    n = tf.cast(tf.shape(batch[1])[0], tf.float32)
-                    return total + result.loss * n, count + n
-
-                total, count = dataset.reduce((tf.constant(0.0), tf.constant(0.0)), add)
+                init = (tf.constant(0.0), tf.constant(0.0))
+                total, count = local_loop.run_chunks(data, LOSS_CHUNK, add, init)
                 out.append(total / tf.maximum(count, 1.0))
             return tf.stack(out)
 
-        return losses(models_stack, dataset)
+        return losses(models_stack, data)
 
     @tff.federated_computation(
         tff.FederatedType(stacked, tff.SERVER), tff.FederatedType(data_type, tff.CLIENTS)
@@ -178,16 +186,16 @@ def run_update_round(
     each client's data is repeated that many times (reshuffled each time) before the
     computation's own ``epochs``; build it with ``epochs=1`` for per-client epochs."""
     stack = [np.stack(ws) for ws in zip(*models)]
-    datasets = [
-        train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
+    if epochs is not None and (len(epochs) != len(clients) or min(epochs, default=1) < 1):
+        raise ValueError(f"epochs must be one integer >= 1 per client, got {list(epochs)}")
+    repeats = [1] * len(clients) if epochs is None else [int(e) for e in epochs]
+    data = [
+        local_loop.client_tensors(c, batch_size, round_seed(seed, round_num, c.client_id), r)
+        for c, r in zip(clients, repeats)
     ]
-    if epochs is not None:
-        if len(epochs) != len(clients) or min(epochs, default=1) < 1:
-            raise ValueError(f"epochs must be one integer >= 1 per client, got {list(epochs)}")
-        datasets = [d.repeat(int(e)) for d, e in zip(datasets, epochs)]
     index = [np.int32(model_of[c.client_id]) for c in clients]
     results = call_interruptibly(  # one (update, metrics) per client
-        lambda: computation(stack, np.float32(learning_rate), index, datasets)
+        lambda: computation(stack, np.float32(learning_rate), index, data)
     )
     updates, metrics = [r[0] for r in results], [r[1] for r in results]
     examples = np.array([m["examples"] for m in metrics], dtype=np.int64)
@@ -209,6 +217,6 @@ def run_loss_round(
 ) -> np.ndarray:
     """``[clients, models]`` mean training losses (:func:`build_loss_round`)."""
     stack = [np.stack(ws) for ws in zip(*models)]
-    datasets = [train_dataset(c, batch_size, 0) for c in clients]
-    losses = call_interruptibly(lambda: computation(stack, datasets))
+    data = [local_loop.client_tensors(c, batch_size, 0) for c in clients]
+    losses = call_interruptibly(lambda: computation(stack, data))
     return np.stack([np.asarray(x, dtype=np.float64) for x in losses])

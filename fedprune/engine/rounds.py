@@ -16,7 +16,8 @@ import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
 from fedprune.engine import interrupts
-from fedprune.engine.datasets import round_seed, train_dataset
+from fedprune.engine.datasets import round_seed
+from fedprune.engine.local_loop import client_tensors
 from fedprune.errors import ConfigError, FedpruneError
 from fedprune.workers import execution
 
@@ -52,10 +53,10 @@ def run_round(
 ) -> tff.learning.templates.LearningProcessOutput:
     """One call of ``process.next`` on these clients' training data for ``round_num``;
     :class:`TrainingDiverged` if the aggregated loss or model is not finite."""
-    datasets = [
-        train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
+    data = [
+        client_tensors(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
     ]
-    output = call_interruptibly(lambda: process.next(state, datasets))
+    output = call_interruptibly(lambda: process.next(state, data))
     check_finite_round(process, output, round_num, [c.client_id for c in clients])
     return output
 

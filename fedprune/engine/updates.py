@@ -14,8 +14,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
+from fedprune.engine import local_loop
 from fedprune.engine.client_work import LocalTraining, build_client_update
-from fedprune.engine.datasets import round_seed, train_dataset
+from fedprune.engine.datasets import round_seed
 from fedprune.models.spec import ModelSpec
 
 
@@ -28,7 +29,7 @@ def build_update_computation(spec: ModelSpec, training: LocalTraining) -> tff.Co
     with tf.Graph().as_default():
         probe = model_fn()
         weights_type = tff.learning.models.weights_type_from_model(probe)
-        data_type = tff.SequenceType(tff.types.tensorflow_to_type(probe.input_spec))
+        data_type = local_loop.data_type(probe.input_spec)
     client_update = build_client_update(model_fn, training, weights_type, data_type)
 
     @tff.tensorflow.computation(client_update.type_signature.result[0].update)
@@ -57,8 +58,9 @@ def client_updates(
     round_num: int = 0,
 ) -> np.ndarray:
     """(clients, parameters) matrix of flattened updates, rows in ``clients`` order."""
-    datasets = [
-        train_dataset(c, batch_size, round_seed(seed, round_num, c.client_id)) for c in clients
+    data = [
+        local_loop.client_tensors(c, batch_size, round_seed(seed, round_num, c.client_id))
+        for c in clients
     ]
-    result = computation(weights, datasets)
+    result = computation(weights, data)
     return np.stack([np.concatenate([np.ravel(u) for u in r]) for r in result])

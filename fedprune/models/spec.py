@@ -15,6 +15,7 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from fedprune.engine import step_noise
 from fedprune.engine.datasets import element_spec, reconstruction_spec
 from fedprune.errors import ConfigError
 from fedprune.models.table import ModelEntry, model_entry
@@ -48,11 +49,15 @@ class _SpecBase:
         raise NotImplementedError
 
     def variable_model_fn(self) -> Callable[[], tff.learning.models.VariableModel]:
-        """A no-argument function building the TFF model (fresh variables on each call)."""
+        """A no-argument function building the TFF model (fresh variables on each call) for
+        the client computations: its random layers draw from the local step's seed
+        (:mod:`fedprune.engine.step_noise`)."""
 
         def model_fn() -> tff.learning.models.VariableModel:
             return tff.learning.models.from_keras_model(
-                self.keras(), loss=self.loss(), input_spec=self.input_spec()
+                step_noise.seed_random_layers(self.keras()),
+                loss=self.loss(),
+                input_spec=self.input_spec(),
             )
 
         return model_fn

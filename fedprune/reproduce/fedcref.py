@@ -190,7 +190,7 @@ def reproduce(
     quick: bool = False,
     seeds: int = 5,
     data_dir: str | None = None,
-    parallel: int = 1,
+    parallel: int | str = 1,
 ) -> str:
     """Train what is missing, then write the table and the plot; returns the markdown."""
     out_path = Path(out)

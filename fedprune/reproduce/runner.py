@@ -4,9 +4,9 @@ Each job is an ordinary run directory: a finished one (with ``summary.json``) is
 interrupted one resumes from its checkpoint, so a whole reproduction resumes after an
 interruption. With ``jobs=1`` the child's progress bar is shown; with more, runs go in
 parallel, each child's output goes to ``<run>/train.log`` and every 30 s a line per active
-run gives its last logged round/iteration. One run leaves about a third of a 2-core machine
-idle; two in parallel finished in 304 s what took 458 s one after the other (EfficientFL +
-FedSNIP on UCI-HAR), so the Makefile's reproductions use ``--jobs 2``.
+run gives its last logged round/iteration. ``jobs="auto"`` (the Makefile's reproductions)
+starts with one run and admits more while the machine's cores stand idle
+(:mod:`fedprune.reproduce.auto_jobs`).
 
 With ``shared=True`` each of the ``jobs`` threads runs its ``fedprune`` commands in one
 long-lived process (:mod:`fedprune.reproduce.shared_process`) instead of a subprocess per
@@ -27,6 +27,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from fedprune.errors import ConfigError, DataError
+from fedprune.reproduce.auto_jobs import AUTO, AutoJobs
 from fedprune.reproduce.shared_process import SharedProcess
 from fedprune.runs import names
 from fedprune.runs.finished import is_finished
@@ -78,9 +79,10 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def run_jobs(jobs: Sequence[Job], parallel: int = 1, shared: bool = False) -> float:
-    """Train every unfinished job; returns the wall time (s). ``shared``: run ``fedprune``
-    commands in long-lived processes, one per thread (module docstring).
+def run_jobs(jobs: Sequence[Job], parallel: int | str = 1, shared: bool = False) -> float:
+    """Train every unfinished job, ``parallel`` at a time (or ``"auto"``); returns the wall
+    time (s). ``shared``: run ``fedprune`` commands in long-lived processes, one per thread
+    (module docstring).
 
     The first failed job, or Ctrl-C, stops the reproduction: jobs not yet started are
     cancelled, and running children get SIGINT (if Ctrl-C's own SIGINT has not already ended
@@ -89,6 +91,8 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1, shared: bool = False) -> fl
     start = time.perf_counter()
     total = len(jobs)
     children = _Children()
+    auto = AutoJobs() if parallel == AUTO else None
+    threads = auto.slots.limit if auto is not None else int(parallel)
 
     def train(index: int, job: Job) -> None:
         label = f"[{index}/{total}] {job.label}"
@@ -97,6 +101,17 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1, shared: bool = False) -> fl
             return
         if children.stopping.is_set():
             return
+        if auto is None:
+            run_one(label, job)
+            return
+        if not auto.slots.acquire(children.stopping):
+            return
+        try:
+            run_one(label, job)
+        finally:
+            auto.slots.release()
+
+    def run_one(label: str, job: Job) -> None:
         owner = holder(job.target)  # checked before the log below is written into it
         if owner is not None:
             raise FolderInUse(
@@ -124,7 +139,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1, shared: bool = False) -> fl
             raise ConfigError(f"{label} failed (exit {code}); see {job.target}")
         _say(f"{label}: finished")
 
-    pool = ThreadPoolExecutor(max_workers=parallel)
+    pool = ThreadPoolExecutor(max_workers=threads)
     futures = [pool.submit(train, i, job) for i, job in enumerate(jobs, 1)]
     try:
         while True:
@@ -133,6 +148,8 @@ def run_jobs(jobs: Sequence[Job], parallel: int = 1, shared: bool = False) -> fl
                 future.result()  # the first failure (or interrupt) is raised here
             if not pending:
                 break
+            if auto is not None:
+                auto.check(_say)
             report_progress([job.target for job in jobs])
     except BaseException:
         children.stop()

@@ -478,7 +478,7 @@ def reproduce(
     quick: bool = False,
     seeds: int | None = None,
     data_dir: str | None = None,
-    parallel: int = 1,
+    parallel: int | str = 1,
 ) -> Path:
     """Train what is missing, then write ``NAME.csv``, ``NAME.md`` and ``NAME.png`` (and
     ``NAME_curves.png`` for a study with learning curves) under ``out``; returns the

@@ -112,7 +112,7 @@ def run_all(
     data_dir: str | None,
     rows: tuple[Row, ...] = ROWS,
     datasets: tuple[str, ...] = DATASETS,
-    jobs: int = 1,
+    jobs: int | str = 1,
     split: str = "time-ordered",
 ) -> float:
     """Train every missing run (see :mod:`fedprune.reproduce.runner`); returns the wall time."""
@@ -350,7 +350,7 @@ def reproduce(
     quick: bool = False,
     seeds: int = 5,
     data_dir: str | None = None,
-    jobs: int = 1,
+    jobs: int | str = 1,
     split: str = "time-ordered",
 ) -> Path:
     """Train what is missing, then write table2.csv, table2.md and table2.png under ``out``

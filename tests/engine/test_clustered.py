@@ -7,7 +7,8 @@ import tensorflow_federated as tff
 from fedprune.data.registry import load_federated
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.clustered import build_clustered_round, stack_clusters, unstack_cluster
-from fedprune.engine.datasets import round_seed, train_dataset
+from fedprune.engine.datasets import round_seed
+from fedprune.engine.local_loop import client_tensors
 from fedprune.engine.process import build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_round
 from fedprune.models.spec import ModelSpec
@@ -42,7 +43,7 @@ def test_one_computation_equals_a_call_per_cluster(tff_context, fixture_data_dir
     clustered = build_clustered_round(spec, training, clusters=3)
     order = [(c, i) for c, ids in members.items() for i in ids]
     state = {"weights": stack_clusters(models), "masks": stack_clusters(masks), "anchor": anchor}
-    datasets = [train_dataset(data.client(i), batch, round_seed(seed, t, i)) for _, i in order]
+    datasets = [client_tensors(data.client(i), batch, round_seed(seed, t, i)) for _, i in order]
     got = clustered(state, [np.int32(c) for c, _ in order], datasets)
 
     for c in members:

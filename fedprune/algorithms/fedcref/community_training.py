@@ -21,7 +21,8 @@ import numpy as np
 import tensorflow_federated as tff
 
 from fedprune.engine.client_work import LocalTraining
-from fedprune.engine.datasets import reconstruction_dataset, round_seed
+from fedprune.engine.datasets import round_seed
+from fedprune.engine.local_loop import reconstruction_tensors
 from fedprune.engine.process import build_learning_process
 from fedprune.engine.rounds import call_concurrently
 from fedprune.models.spec import AutoencoderSpec
@@ -53,11 +54,11 @@ class CommunityTrainer:
     def _train_one(self, members: Sequence[np.ndarray], key: int) -> list[np.ndarray]:
         state = self.process.initialize()
         for r in range(self.rounds):
-            datasets = [
-                reconstruction_dataset(x, self.batch_size, round_seed(self.seed, key * 1000 + r, m))
+            data = [
+                reconstruction_tensors(x, self.batch_size, round_seed(self.seed, key * 1000 + r, m))
                 for m, x in enumerate(members)
             ]
-            state = self.process.next(state, datasets).state
+            state = self.process.next(state, data).state
         weights = self.process.get_model_weights(state)
         return [np.asarray(w) for w in tff.structure.flatten(weights.trainable)]
 
