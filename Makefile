@@ -44,7 +44,7 @@ test-stacked: install ## stacked-training tests only (.ci/run: again with TF_ENA
 test-fast: install ## unit tests only (no TFF computations, no real data)
 	$(BIN)/pytest -q -m "not slow and not real_data"
 
-bench: install ## time TFF rounds, fine-tuning (stacked vs Keras fit, oneDNN off/on), Fed-HIRE vs n and d
+bench: install ## distance to the hardware (FLOPs, peak, zero-overhead bound, run/bound), fine-tuning, Fed-HIRE
 	$(BIN)/python experiments/bench_round.py
 	$(BIN)/python experiments/bench_finetune.py
 	$(BIN)/python experiments/bench_fedhire.py

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import os
 import platform
 import tempfile
@@ -327,10 +328,13 @@ def caafp_run(args: argparse.Namespace, rate: float) -> None:
 def report_run(result: object, rate: float, data_dir: str | None) -> None:
     """A finished pipeline run's work (from its configuration, data and clusters), its time
     and run time / bound."""
+    from fedprune.configs.pipeline import CAAFPConfig
     from fedprune.data.registry import har_recipe, load_recorded
     from fedprune.engine.rounds import sample_by_cluster
 
     config = types.SimpleNamespace(**result.config)
+    fields = {f.name for f in dataclasses.fields(CAAFPConfig)}
+    policy = CAAFPConfig(**{k: v for k, v in result.config.items() if k in fields}).policy()
     data = load_recorded(har_recipe(config), data_dir)
     spec = ModelSpec(data.input_shape, data.num_classes, seed=config.seed)
     count = flops.count(spec.keras())
@@ -345,7 +349,7 @@ def report_run(result: object, rate: float, data_dir: str | None) -> None:
         windows = sum(sizes[i] for members in chosen.values() for i in members)
         trained += windows * config.local_epochs
         phase3_t = t - (t0 + 1 + t1)
-        if phase3_t >= 1 and phase3_t % config.prune_frequency == 0:
+        if phase3_t >= 1 and policy.scoring_round(phase3_t):
             scored += windows
     finetuned = max(config.ft_epochs) * sum(sizes.values())
     evaluated = len(config.ft_epochs) * tests

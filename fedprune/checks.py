@@ -144,6 +144,7 @@ def interval(
 POSITIVE = interval(0, low_open=True)
 NONNEGATIVE = interval(0)
 FRACTION = interval(0, 1)
+SPARSITY = interval(0, 1, high_open=True)  # all weights pruned is not a model
 SEED = Rule(lambda name, value: check_seed(value), "integer in [0, 2147483647]")
 
 

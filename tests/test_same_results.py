@@ -2,11 +2,20 @@
 ``--block 16``), ClusterFL and FedCRef through the command line, compared with the summaries
 pinned in ``tests/pinned_summaries.json``.
 
-The pins were written by the code *before* the one-round-loop refactoring (issue 15) and
-must only change with a deliberate change of an algorithm (then regenerate them with
-``python -m tests.test_same_results --write`` and say why in the commit). Wall times are not
-compared; every other number is, to 1e-6 (accuracies of these runs are fractions of a few
-windows, so a real change moves them by far more).
+The pins must only change with a deliberate change of what is computed; then regenerate them
+with ``python -m tests.test_same_results --write`` and say why here and in the commit. Wall
+times are not compared; every other number is, to 1e-6 (accuracies of these runs are
+fractions of a few windows, so a real change moves them by far more).
+
+Why the pins changed (newest first):
+
+* 2026-11-28: local training became one in-graph loop over each client's tensors, with the
+  shuffle drawn per epoch from ``(shuffle seed, epoch)`` and dropout from the step's seed
+  (``fedprune/engine/local_loop.py``, ``step_noise.py``): new random streams, the same
+  protocol. Every pinned number moved; nothing else did (same keys, same sparsity and
+  communication).
+* Before: the pins were written by the code before the rounds moved to one shared round loop,
+  and survived it unchanged.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ ADDED = {
     "dense_layers",
 }
 
-# the split the pins were made with (the default until issue 16 made time-ordered the default)
+# the split the pins were made with (random; the time-ordered split is today's default)
 COMMON = ["--clients-per-round", "4", "--local-epochs", "1", "--no-progress", "--split", "random"]
 PIPELINE = ["--clusters", "2", "--ft-epochs", "1,2", "--start-sparsity", "0.5"]
 PIPELINE += ["--target-sparsity", "0.7", "--prune-frequency", "2"]

@@ -25,6 +25,7 @@ from fedprune.checks import (
     FRACTION,
     MAX_COUNT,
     NONNEGATIVE,
+    SPARSITY,
     Rule,
     check_layer_names,
     count,
@@ -98,9 +99,9 @@ class PipelineConfig(Config):
     learning_rate: float = har.learning_rate()
     prox: float = param(1e-3, help="lambda of the proximal term, Eq. 5", rule=NONNEGATIVE)
     start_sparsity: float = param(
-        0.7, help="sparsity after Phase-3 round 1 (CA-AFP)", rule=FRACTION
+        0.7, help="sparsity after Phase-3 round 1 (CA-AFP)", rule=SPARSITY
     )
-    target_sparsity: float = param(0.7, help="final sparsity of the pruned kernels", rule=FRACTION)
+    target_sparsity: float = param(0.7, help="final sparsity of the pruned kernels", rule=SPARSITY)
     prune_frequency: int = param(5, help="update masks every f rounds (CA-AFP)", rule=count())
     churn: float = param(0.05, help="churn rate rho (CA-AFP)", rule=FRACTION)
     alpha: float | None = param(
@@ -173,7 +174,14 @@ class PipelineConfig(Config):
             self._set("prune_layers", chosen)
         self._set("phases", tuple(self.phases))
         self._set("ft_epochs", tuple(self.ft_epochs))
-        if self.phases[2] > 0:
+        t0, t1, t2 = self.phases
+        if 0 < t2 < self.prune_frequency:
+            raise ConfigError(
+                f"--prune-frequency {self.prune_frequency} is more than the {t2} pruning "
+                f"round(s) of --phases {t0},{t1},{t2}: give --prune-frequency {t2} or less, or "
+                f"--phases {t0},{t1},{self.prune_frequency} or more"
+            )
+        if t2 > 0:
             self.schedule()  # checks the sparsity parameters against T2
 
     def policy(self) -> Any:  # noqa: ANN401 (a fedprune.algorithms.pipeline.MaskPolicy)

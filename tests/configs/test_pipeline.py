@@ -107,8 +107,8 @@ def test_prune_layers_are_put_in_model_order_once():
         (dict(alpha=1.5, beta=0.0, gamma=-0.5), r"--alpha must be in \[0, 1\], got 1.5"),
         (dict(phases=(0, 0, 0)), "--phases T0,T1,T2 must be 3 integers >= 0 and not all 0"),
         (dict(phases=(1, -1, 2)), "--phases"),
-        (dict(start_sparsity=1.0), "start sparsity"),  # the schedule's check (T2 = 50)
-        (dict(prune_frequency=60), "frequency"),
+        (dict(start_sparsity=1.0), r"--start-sparsity must be in \[0, 1\), got 1.0"),
+        (dict(prune_frequency=60), "--prune-frequency 60 is more than the 50 pruning round"),
         (dict(churn=2.0), r"--churn must be in \[0, 1\]"),
         (dict(learning_rate=0.0), r"--lr must be in \(0, inf\)"),
         (dict(prox=float("nan")), "--prox must be a finite number"),
@@ -137,3 +137,18 @@ def test_budgets_agree_with_the_mask_module():
     from fedprune.sparsity.masks import BUDGETS as MASK_BUDGETS
 
     assert BUDGETS == MASK_BUDGETS
+
+
+def test_a_prune_frequency_above_the_pruning_rounds_names_both_options():
+    with pytest.raises(ConfigError, match=r"--prune-frequency 5 is more than the 3 pruning") as err:
+        CAAFPConfig(dataset="uci_har", phases=(0, 0, 3))
+    assert "give --prune-frequency 3 or less, or --phases 0,0,5 or more" in str(err.value)
+    CAAFPConfig(dataset="uci_har", phases=(0, 0, 3), prune_frequency=3)  # and then it runs
+
+
+@pytest.mark.parametrize("sparsity", [1.0, 1.5])
+def test_a_sparsity_of_one_gets_the_same_message_as_any_other_outside_the_range(sparsity):
+    with pytest.raises(
+        ConfigError, match=rf"--target-sparsity must be in \[0, 1\), got {sparsity}"
+    ):
+        CAAFPConfig(dataset="uci_har", target_sparsity=sparsity)
