@@ -109,7 +109,6 @@ def run_pipeline(
         training=LocalTraining(config.local_epochs, config.learning_rate, config.prox, masked=True),
         policy=policy,
     )
-    rounds.build_ahead(cluster_rounds=t1 + t2)
 
     def step(t: int, state: PipelineState) -> Step[PipelineState]:
         if t <= t0:
@@ -149,7 +148,6 @@ def run_pipeline(
         shapes=shapes,
         total_option="--phases",
     )
-    rounds.wait_ahead()
     state = result.state
     ids = rounds.ids
     cluster_of = state.cluster_of(ids)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 
 import numpy as np
 import tensorflow_federated as tff
@@ -78,34 +77,6 @@ class PipelineRounds:
         """The same, also gathering the score statistics (a scoring round)."""
         training = dataclasses.replace(self.training, statistics=True)
         return build_clustered_round(self.spec, training, self.clusters)
-
-    def build_ahead(self, cluster_rounds: int) -> None:
-        """Trace the Phase-2/3 computations in a background thread while the TFF worker runs
-        the earlier steps (the main thread only waits on the worker then): tracing takes
-        seconds of Python that would otherwise add to the run's time. What is traced does
-        not depend on when (dropout draws from each step's seed,
-        :mod:`fedprune.engine.step_noise`). A failure there is left to the round that needs
-        the computation: it builds it again and raises."""
-        if cluster_rounds < 1:
-            return
-
-        def build() -> None:
-            try:
-                self.plain_round  # noqa: B018 (cached)
-                if self.policy is not None:
-                    self.measuring_round  # noqa: B018 (cached)
-            except Exception:  # noqa: BLE001, S110 (raised again where it is needed)
-                pass
-
-        self._ahead = threading.Thread(target=build, daemon=True, name="fedprune-build-ahead")
-        self._ahead.start()
-
-    def wait_ahead(self) -> None:
-        """Wait for :meth:`build_ahead`'s thread (a run that needed no scoring round may end
-        before it does)."""
-        ahead = getattr(self, "_ahead", None)
-        if ahead is not None:
-            ahead.join()
 
     def row(
         self,
