@@ -7,6 +7,10 @@ with ``python -m tests.algorithms.ascfl.test_same_results --write`` and say why 
 commit). Wall times are not compared; every other number is, to 1e-6 (the runs round to 6
 decimals). Runs with noise are not pinned: TFF's DP noise is not reproducible from the seed
 (:mod:`fedprune.algorithms.ascfl.dp_aggregator`).
+
+Re-made 2026-11-28: local training became one in-graph loop over each client's tensors
+(shuffle per epoch from ``(shuffle seed, epoch)``, dropout from the step's seed), new random
+streams with the same protocol.
 """
 
 from __future__ import annotations

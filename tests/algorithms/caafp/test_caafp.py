@@ -103,8 +103,8 @@ def test_resume_equals_uninterrupted(tff_context, tmp_path, fixture_data_dir, mo
         (dict(alpha=0.5, beta=0.5, gamma=0.5), "must be 1"),
         (dict(alpha=0.5), "all of --alpha"),
         (dict(phases=(0, 0, 0)), "not all 0"),
-        (dict(start_sparsity=1.0), "start sparsity"),
-        (dict(prune_frequency=10), "frequency"),
+        (dict(start_sparsity=1.0), r"--start-sparsity must be in \[0, 1\)"),
+        (dict(prune_frequency=10), "--prune-frequency 10 is more than"),
     ],
 )
 def test_bad_parameters(change, message):
