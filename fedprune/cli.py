@@ -47,7 +47,14 @@ def _positive_int(text: str) -> int:
 
 def _jobs(text: str) -> int | str:
     """``--jobs``: an integer >= 1, or ``auto`` (:mod:`fedprune.reproduce.auto_jobs`)."""
-    return "auto" if text == "auto" else _positive_int(text)
+    if text == "auto":
+        return text
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'auto' or an integer in [1, {MAX_COUNT}], got {text!r}"
+        ) from None
 
 
 def _port(text: str) -> int:

@@ -159,31 +159,28 @@ def build_client_update(
                 gradient = [g + p for g, p in zip(gradient, tape.gradient(term, trainable))]
             return gradient
 
-        def local_work(data):  # noqa: ANN001 (traced by TF)
+        # A tf.function orders the assignments, the loops and the final reads.
+        @tf.function
+        def train(initial_weights, dataset):  # noqa: ANN001 (traced by TF)
+            tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+            data = local_loop.unpack(dataset)
             result = collections.OrderedDict()
             if config.statistics:
                 gradient = objective_gradient(data)
             init = (opt_state, tf.constant(0), tf.constant(0.0), tf.constant(0))
             _, examples, loss_sum, correct = local_loop.run_epochs(data, config.epochs, step, init)
-            trained = [tf.identity(v) for v in trainable]
+            update = [a - b for a, b in zip(initial_weights.trainable, weights.trainable)]
             result["metrics"] = collections.OrderedDict(
                 examples=examples, loss_sum=loss_sum, correct=correct
             )
             if config.statistics:
+                trained = [tf.identity(v) for v in weights.trainable]
                 result["statistics"] = collections.OrderedDict(
                     w=trained,
                     w2=[tf.square(v) for v in trained],
                     grad_sign=[tf.sign(g) for g in gradient],
                     grad=gradient,
                 )
-            return trained, result
-
-        # A tf.function orders the assignments, the loops and the final reads.
-        @tf.function
-        def train(initial_weights, dataset):  # noqa: ANN001 (traced by TF)
-            tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
-            trained, result = local_work(local_loop.unpack(dataset))
-            update = [a - b for a, b in zip(initial_weights.trainable, trained)]
             return update, result
 
         update, result = train(initial_weights, data)

@@ -1,11 +1,10 @@
-"""Client data as ``tf.data`` pipelines with seeded, per-round shuffling."""
+"""Client data specs, per-round shuffle seeds, and the ``tf.data`` pipeline of FedCRef's local
+Keras fits (the TFF rounds take tensors instead: :mod:`fedprune.engine.local_loop`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-
-from fedprune.data.partition import ClientData
 
 
 def element_spec(input_shape: tuple[int, ...]) -> tuple[tf.TensorSpec, tf.TensorSpec]:
@@ -27,19 +26,6 @@ def reconstruction_spec(input_dim: int) -> tuple[tf.TensorSpec, tf.TensorSpec]:
 def round_seed(seed: int, round_num: int, client_id: int) -> int:
     """A 31-bit shuffle seed for one client in one round, independent of sampling order."""
     return int(np.random.default_rng([seed, round_num, client_id]).integers(2**31 - 1))
-
-
-def train_dataset(client: ClientData, batch_size: int, shuffle_seed: int) -> tf.data.Dataset:
-    """The client's training windows, shuffled (again at every epoch) and batched.
-
-    Local epochs are applied inside the client work (``dataset.repeat``), so each epoch sees
-    a fresh permutation derived from ``shuffle_seed``.
-    """
-    ds = tf.data.Dataset.from_tensor_slices(
-        (client.x_train.astype(np.float32), client.y_train.astype(np.int64))
-    )
-    ds = ds.shuffle(len(client.y_train), seed=shuffle_seed, reshuffle_each_iteration=True)
-    return ds.batch(batch_size)
 
 
 def reconstruction_dataset(x: np.ndarray, batch_size: int, shuffle_seed: int) -> tf.data.Dataset:

@@ -80,20 +80,18 @@ def build_update_round(spec: ModelSpec, epochs: int, models: int) -> tff.Computa
             correct += tf.reduce_sum(tf.cast(tf.equal(pred, batch[1]), tf.int32))
             return examples + n, loss_sum + out.loss * tf.cast(n, tf.float32), correct
 
-        def local_work(data):  # noqa: ANN001 (traced by TF)
-            init = (tf.constant(0), tf.constant(0.0), tf.constant(0))
-            examples, loss_sum, correct = local_loop.run_epochs(data, epochs, step, init)
-            trained = [tf.identity(v) for v in trainable]
-            return trained, collections.OrderedDict(
-                examples=examples, loss_sum=loss_sum, correct=correct
-            )
-
         @tf.function
         def train(start, dataset):  # noqa: ANN001 (traced by TF)
             for var, value in zip(trainable, start):
                 var.assign(value)
-            trained, metrics = local_work(local_loop.unpack(dataset))
-            return [t - s for t, s in zip(trained, start)], metrics
+            init = (tf.constant(0), tf.constant(0.0), tf.constant(0))
+            examples, loss_sum, correct = local_loop.run_epochs(
+                local_loop.unpack(dataset), epochs, step, init
+            )
+            update = [v - s for v, s in zip(trainable, start)]
+            return update, collections.OrderedDict(
+                examples=examples, loss_sum=loss_sum, correct=correct
+            )
 
         start = [tf.gather(w, index) for w in models_stack]
         return train(start, data)
@@ -213,10 +211,11 @@ def run_loss_round(
     computation: tff.Computation,
     models: Sequence[Sequence[np.ndarray]],
     clients: Sequence[ClientData],
-    batch_size: int,
 ) -> np.ndarray:
-    """``[clients, models]`` mean training losses (:func:`build_loss_round`)."""
+    """``[clients, models]`` mean training losses (:func:`build_loss_round`), over each
+    client's whole training set in chunks of :data:`LOSS_CHUNK` (no batch size or shuffle
+    enters a mean loss with dropout off)."""
     stack = [np.stack(ws) for ws in zip(*models)]
-    data = [local_loop.client_tensors(c, batch_size, 0) for c in clients]
+    data = [local_loop.client_tensors(c, LOSS_CHUNK, 0) for c in clients]
     losses = call_interruptibly(lambda: computation(stack, data))
     return np.stack([np.asarray(x, dtype=np.float64) for x in losses])

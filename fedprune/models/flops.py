@@ -1,7 +1,7 @@
 """Floating-point operations of one example through a Keras model: the numerator of
 ``make bench``'s bound.
 
-Counted: the multiply-adds of convolutions (``Conv1D``/``Conv2D``/``Conv3D``) and ``Dense``
+Counted: the multiply-adds of convolutions (``Conv1D``, ``Conv2D``) and ``Dense``
 layers, two FLOPs each; these are >99 % of the work of fedprune's CNNs and autoencoders.
 Bias adds, activations, pooling and dropout are left out (a few tenths of a percent).
 
@@ -48,7 +48,10 @@ def count(model: tf.keras.Model) -> Flops:
     for layer in model._flatten_layers(include_self=False, recursive=True):  # noqa: SLF001
         if isinstance(layer, tf.keras.Model):
             continue  # a nested model: its layers are visited themselves
-        if isinstance(layer, tf.keras.layers.Conv1D | tf.keras.layers.Conv2D):
+        transposed = tf.keras.layers.Conv1DTranspose | tf.keras.layers.Conv2DTranspose
+        if isinstance(layer, tf.keras.layers.Conv1D | tf.keras.layers.Conv2D) and not isinstance(
+            layer, transposed
+        ):
             kernel = layer.kernel.shape  # spatial..., in_channels / groups, filters
             per_output = int(np.prod(kernel[:-1]))
             total += 2 * _per_example(layer.output_shape) * per_output

@@ -2,13 +2,12 @@
 
 Whether a second run beside the first pays depends on the machine: a run trains its clients
 on all cores, but its setup, evaluation and file writing leave cores idle, and how much
-differs between CPUs (on AVX-512 machines, where TensorFlow's oneDNN kernels are on, one run
-left more of a 2-core machine idle than on AVX2 ones). So ``auto`` measures instead of
-guessing: the reproduction starts one run, and every :data:`WINDOW_S` seconds of training it
-reads the machine's idle CPU time (``/proc/stat``) over that window. While at least
-:data:`IDLE_CORES` of a core stood idle, it admits one more run at a time, up to the number of
-cores; it never takes a run back. One line says each decision. Where ``/proc/stat`` cannot
-be read, it stays at one run.
+differs between CPUs and TensorFlow builds (one quick Table 2 on a 2-core AVX-512 Xeon kept
+1.71 cores busy on average). So ``auto`` measures instead of guessing: the reproduction
+starts one run, and every :data:`WINDOW_S` seconds of training it reads the machine's idle
+CPU time (``/proc/stat``) over that window. While at least :data:`IDLE_CORES` of a core stood
+idle, it admits one more run at a time, up to the number of cores; it never takes a run back.
+One line says each decision. Where ``/proc/stat`` cannot be read, it stays at one run.
 """
 
 from __future__ import annotations

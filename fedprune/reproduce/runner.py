@@ -27,7 +27,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from fedprune.errors import ConfigError, DataError
-from fedprune.reproduce.auto_jobs import AUTO, AutoJobs
+from fedprune.reproduce.auto_jobs import AUTO, AutoJobs, Slots
 from fedprune.reproduce.shared_process import SharedProcess
 from fedprune.runs import names
 from fedprune.runs.finished import is_finished
@@ -92,7 +92,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int | str = 1, shared: bool = False)
     total = len(jobs)
     children = _Children()
     auto = AutoJobs() if parallel == AUTO else None
-    threads = auto.slots.limit if auto is not None else int(parallel)
+    slots = auto.slots if auto is not None else Slots(int(parallel), int(parallel))
 
     def train(index: int, job: Job) -> None:
         label = f"[{index}/{total}] {job.label}"
@@ -101,15 +101,12 @@ def run_jobs(jobs: Sequence[Job], parallel: int | str = 1, shared: bool = False)
             return
         if children.stopping.is_set():
             return
-        if auto is None:
-            run_one(label, job)
-            return
-        if not auto.slots.acquire(children.stopping):
+        if not slots.acquire(children.stopping):
             return
         try:
             run_one(label, job)
         finally:
-            auto.slots.release()
+            slots.release()
 
     def run_one(label: str, job: Job) -> None:
         owner = holder(job.target)  # checked before the log below is written into it
@@ -139,7 +136,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int | str = 1, shared: bool = False)
             raise ConfigError(f"{label} failed (exit {code}); see {job.target}")
         _say(f"{label}: finished")
 
-    pool = ThreadPoolExecutor(max_workers=threads)
+    pool = ThreadPoolExecutor(max_workers=slots.limit)
     futures = [pool.submit(train, i, job) for i, job in enumerate(jobs, 1)]
     try:
         while True:

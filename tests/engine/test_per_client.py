@@ -83,9 +83,7 @@ def test_zero_learning_rate_leaves_the_model_and_reports_its_loss(spec, tff_cont
     computation = per_client.build_update_round(spec, epochs=1, models=3)
     got = per_client.run_update_round(computation, models, 0.0, {5: 2}, clients, 0, 0, 6)
     assert all(not np.any(u) for u in got.updates[0])
-    losses = per_client.run_loss_round(
-        per_client.build_loss_round(spec, models=3), models, clients, batch_size=4
-    )
+    losses = per_client.run_loss_round(per_client.build_loss_round(spec, models=3), models, clients)
     assert losses.shape == (1, 3)
     c = clients[0]
     for m, (w, b) in enumerate(models):

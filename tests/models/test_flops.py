@@ -24,7 +24,9 @@ def test_conv2d_and_dense_on_a_sequence_and_uncounted_layers_named():
     h = tf.keras.layers.Reshape((36, 4))(h)
     h = tf.keras.layers.Dense(5)(h)  # applied at each of 36 positions
     h = tf.keras.layers.LayerNormalization(name="norm")(h)
+    h = tf.keras.layers.Reshape((36, 5, 1))(h)
+    h = tf.keras.layers.Conv2DTranspose(1, 2, name="up")(h)  # not modelled: named
     model = tf.keras.Model(inputs, h)
     counted = flops.count(model)
     assert counted.forward == 2 * (6 * 6 * 4 * 27 + 36 * 5 * 4)
-    assert counted.uncounted == ("norm",)
+    assert counted.uncounted == ("norm", "up")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from fedprune.reproduce import auto_jobs, runner
 from fedprune.reproduce.auto_jobs import AutoJobs, IdleMeter, Slots
 
@@ -70,3 +72,21 @@ def test_run_jobs_auto_trains_every_job(tmp_path):
         jobs.append(runner.Job(name, (runner.sys.executable, "-c", code), target))
     runner.run_jobs(jobs, parallel="auto")
     assert all((j.target / "summary.json").exists() for j in jobs)
+
+
+@pytest.mark.parametrize("text, expected", [("auto", "auto"), ("3", 3)])
+def test_jobs_option_takes_auto_or_a_count(text, expected):
+    from fedprune.cli import build_parser
+
+    args = build_parser().parse_args(["reproduce", "table2", "--jobs", text])
+    assert args.jobs == expected
+
+
+@pytest.mark.parametrize("text", ["0", "two", "-1"])
+def test_jobs_option_refuses_anything_else_in_one_line(text, capsys):
+    from fedprune.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["reproduce", "table2", "--jobs", text])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"--jobs: expected 'auto' or an integer in [1, 2147483647], got {text!r}")

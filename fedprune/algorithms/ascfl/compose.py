@@ -306,9 +306,7 @@ class ClusteredRounds:
     def losses(self, models: Sequence[Weights], ids: np.ndarray) -> np.ndarray:
         """[clients, models]: the training losses of clients ``ids`` under every model."""
         clients = [self.fed.clients[i] for i in ids]
-        got = per_client.run_loss_round(
-            self.loss_round, self.padded(models), clients, self.config.batch_size
-        )
+        got = per_client.run_loss_round(self.loss_round, self.padded(models), clients)
         return got[:, : len(models)]
 
     def step(self, t: int, state: ClusterState) -> Step[ClusterState]:
