@@ -1,6 +1,6 @@
 """Which reading of AS-CFL's admission test lets the incentive clustering find the rotation
 groups? Measures the clusters each admission rule forms on real client updates
-(docs/ascfl.md "Why AS-CFL finds no groups").
+(docs/ascfl.md "How the defaults were chosen").
 
 MNIST, 20 clients, IID labels (``--labels iid``: clients differ only by their rotation, so
 the four rotation groups are the right clusters; ``--alpha A``: Dirichlet(A) labels, the
@@ -39,7 +39,7 @@ from fedprune.algorithms.ascfl.compose import Evaluator, RoundUpdates
 from fedprune.algorithms.ascfl.experiment import build_federation
 from fedprune.algorithms.ascfl.incentive import ADMISSION_RULES
 from fedprune.algorithms.ascfl.rules import ASCFLRule, FedAvgRule
-from fedprune.configs.ascfl import BEFORE_STOP_31, ClusteredImageConfig
+from fedprune.configs.ascfl import ALGORITHM_1_LITERAL, ClusteredImageConfig
 from fedprune.engine import per_client
 from fedprune.models.spec import ModelSpec
 from fedprune.workers import execution
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = {"labels": "iid"} if args.alpha is None else {"alpha": args.alpha}
     config = ClusteredImageConfig(method="ascfl", dataset="mnist", seed=0, **labels)
     # the AS-CFL options at their earlier defaults: Algorithm 1 read literally
-    literal = dataclasses.replace(config, **BEFORE_STOP_31)
+    literal = dataclasses.replace(config, **ALGORITHM_1_LITERAL)
     fed = build_federation(config, args.data_dir)
     groups = np.asarray(fed.group_of_client)
     spec = ModelSpec(fed.federated.input_shape, 10, seed=config.seed, model=config.model)

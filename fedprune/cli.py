@@ -18,6 +18,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import fedprune
 from fedprune.checks import MAX_COUNT
@@ -133,9 +134,17 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds a remote worker may take to answer (10)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_output_options(parser)
+
+
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    """What a command that trains prints: progress bars, TensorFlow's log, the summary."""
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     parser.add_argument(
         "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print summary.json instead of the short summary"
     )
 
 
@@ -251,9 +260,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     finetune.add_argument("--out", required=True, help="new run directory, e.g. runs/NAME-ft")
     finetune.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
-    finetune.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    finetune.add_argument(
-        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden)"
+    _add_output_options(finetune)
+
+    plot = commands.add_parser(
+        "plot",
+        help="draw runs' per-round curves into one PNG",
+        description="One PNG of the per-round numbers in the runs' metrics.csv (accuracy, "
+        "loss, sparsity, communication, clusters), several runs overlaid. `fedprune train` "
+        "writes one for its run as curves.png; `tensorboard --logdir RUN` shows the same "
+        "numbers per cluster, live.",
+    )
+    plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories (their --out)")
+    plot.add_argument(
+        "--out",
+        default=None,
+        metavar="PNG",
+        help="the picture to write (default: RUN/curves.png for one run, curves.png here "
+        "for several)",
     )
 
     reproduce = commands.add_parser("reproduce", help="regenerate a table of a paper")
@@ -361,12 +384,18 @@ def _train(args: argparse.Namespace) -> None:
         from fedprune.workers.local import require_sandbox
 
         require_sandbox(_unsafe_open_workers(args))
+    from fedprune.runs.finished import finished_as_configured
+    from fedprune.runs.run_dir import check_out_dir
+
+    check_out_dir(args.out)
+    summary = finished_as_configured(config, args.out)
+    if summary is not None:  # answered without TensorFlow, workers or data
+        _print_summary(summary, args)
+        return
     from fedprune.api.trainer import Trainer, Workers
-    from fedprune.runs import check_out_dir
     from fedprune.workers.execution import RemoteTLS
 
     quiet_python_logging()
-    check_out_dir(args.out)
     workers = Workers(
         local=args.workers if not args.remote_worker else 0,
         remote=tuple(args.remote_worker),
@@ -378,7 +407,24 @@ def _train(args: argparse.Namespace) -> None:
     result = Trainer(method, config).run(
         args.out, data_dir=args.data_dir, progress=not args.no_progress, workers=workers
     )
-    print(json.dumps(_brief(result.summary), indent=2))
+    _print_summary(result.summary, args)
+
+
+def _print_summary(summary: dict, args: argparse.Namespace) -> None:
+    """The run's short human summary, or with ``--json`` its ``summary.json``."""
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    from fedprune.runs.report import describe
+
+    print(describe(summary, args.out))
+
+
+def _plot(args: argparse.Namespace) -> None:
+    from fedprune.runs.plot import PLOT, plot_runs
+
+    out = args.out or (Path(args.runs[0]) / PLOT if len(args.runs) == 1 else Path(PLOT))
+    print(plot_runs(args.runs, out))
 
 
 def _finetune(args: argparse.Namespace) -> None:
@@ -397,7 +443,7 @@ def _finetune(args: argparse.Namespace) -> None:
         summary = refinetune(
             args.run, args.ft_epochs, args.out, args.data_dir, progress=not args.no_progress
         )
-    print(json.dumps(_brief(summary), indent=2))
+    _print_summary(summary, args)
 
 
 UNSAFE_OPEN_WORKERS_ENV = "FEDPRUNE_UNSAFE_OPEN_WORKERS"
@@ -413,18 +459,6 @@ def _worker(args: argparse.Namespace) -> None:
     from fedprune.workers import remote as remote_worker  # standard library only: no TensorFlow
 
     remote_worker.serve(args.port, args.tls_cert, args.tls_key, args.client_ca, args.bind, args.log)
-
-
-def _brief(summary: dict) -> dict:
-    """The summary without per-client lists and the deploy manifest (both stay in
-    summary.json)."""
-    brief = {k: v for k, v in summary.items() if k not in ("client_acc", "deploy")}
-    if "finetune" in brief:
-        brief["finetune"] = {
-            e: {k: v for k, v in r.items() if k != "client_acc"}
-            for e, r in brief["finetune"].items()
-        }
-    return brief
 
 
 def _close_progress_bars() -> None:
@@ -448,6 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _worker(args)
         elif args.command == "finetune":
             _finetune(args)
+        elif args.command == "plot":
+            _plot(args)
     except FedpruneError as err:
         _close_progress_bars()
         print(f"fedprune: error: {err}", file=sys.stderr)

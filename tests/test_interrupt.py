@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fedprune.data import images
+from fedprune.runs.events import read_tags
 from tests.algorithms.test_fedcref_run import pattern_images
 from tests.data.test_images import write_idx_pair
 
@@ -121,6 +122,9 @@ def test_sigint_to_the_process_group_stops_cleanly_and_resumes(method, tmp_path,
     _, err = straight.communicate(timeout=600)
     assert straight.returncode == 0, err
     assert _numbers(out) == _numbers(tmp_path / "straight")
+    # the TensorBoard files: the same tags and steps as the uninterrupted run, each step once
+    resumed, uninterrupted = read_tags(out), read_tags(tmp_path / "straight")
+    assert resumed == uninterrupted and resumed
 
 
 @pytest.fixture

@@ -64,6 +64,19 @@ RUNS = {
 }  # fmt: skip
 
 
+# TensorBoard tags each pinned run must write (fedprune.runs.events), at least
+TAGS = {
+    "fedavg": {"train_loss", "train_accuracy", "comm_mb_eq13"},
+    "caafp": {
+        "train_loss", "cluster_0/train_accuracy", "cluster_1/sparsity", "comm_mb_payload",
+        "clusters", "finetune/avg_acc", "finetune/personal_accuracy",
+    },
+    "caafp_block16": {"cluster_0/sparsity", "clusters", "finetune/personal_accuracy"},
+    "clusterfl": {"train_loss", "primal_residual", "comm_mb_eq13"},
+    "fedcref": {"acc", "communities", "clusters", "associations", "wrong_assoc_pct"},
+}  # fmt: skip
+
+
 def _without_timing(value: object) -> object:
     if isinstance(value, dict):
         return {k: _without_timing(v) for k, v in value.items() if k not in TIMING}
@@ -119,6 +132,11 @@ def test_summary_equals_the_pinned_one(name, pinned_data, tmp_path):
     pinned = json.loads(PINS.read_text())[name]
     got = run_summary(name, pinned_data, tmp_path / name)
     assert not _differences(pinned, got), "\n".join(_differences(pinned, got))
+    from fedprune.runs.events import read_tags
+
+    tags = read_tags(tmp_path / name)
+    assert TAGS[name] <= set(tags), sorted(TAGS[name] - set(tags))
+    assert all(len(steps) == len(set(steps)) for steps in tags.values())  # each step once
 
 
 def test_the_comparison_catches_a_changed_number():

@@ -42,7 +42,7 @@ from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.checks import check_at_most
 from fedprune.configs.clusterfl import ClusterFLConfig
-from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, with_protocol
+from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, settle
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
@@ -51,7 +51,7 @@ from fedprune.engine.process import build_learning_process, with_client_work_sta
 from fedprune.engine.rounds import run_rounds_concurrently, sample_clients
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel, resolve, write_architecture
-from fedprune.runs import RunDir, artefacts, as_recorded, names, recorded_config
+from fedprune.runs import RunDir, artefacts, names
 from fedprune.runs.files import damaged
 from fedprune.runs.finished import FinishedRun
 from fedprune.sparsity.layers import dense_layers, kernel_flags, select
@@ -130,8 +130,7 @@ def run_clusterfl(
 ) -> dict:
     """Train (or resume, or return the finished) ClusterFL run in ``out``. ``model``: your own
     model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
-    config = with_protocol(config, recorded_config(out))
-    record = as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT)
+    config, record = settle(config, out, BEFORE_SPLIT)
     run = RunDir.existing(out, record)
     if run is not None and run.finished:
         return run.read_summary()

@@ -17,7 +17,7 @@ import tensorflow_federated as tff
 from fedprune.algorithms.caafp.communication import eq13_bytes
 from fedprune.checks import check_at_most
 from fedprune.configs.fedavg import FedAvgConfig
-from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, with_protocol
+from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, settle
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.loop import Step, run_rounds
@@ -26,7 +26,7 @@ from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel, resolve, write_architecture
-from fedprune.runs import RunDir, as_recorded, recorded_config
+from fedprune.runs import RunDir
 from fedprune.runs.deploy import har_manifest
 from fedprune.sparsity.layers import dense_layers
 
@@ -66,8 +66,7 @@ def run_fedavg(
 ) -> dict:
     """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary.
     ``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
-    config = with_protocol(config, recorded_config(out))
-    record = as_recorded(out, dataclasses.asdict(config), BEFORE_SPLIT)
+    config, record = settle(config, out, BEFORE_SPLIT)
     run = RunDir.existing(out, record)
     if run is not None and run.finished:
         return run.read_summary()

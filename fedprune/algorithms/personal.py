@@ -65,6 +65,17 @@ def finetune_personal(
     )
     for epochs, personal in tuned.models.items():
         artefacts.write_personal_models(run.path, epochs, personal)
+    for epochs, entry in tuned.summary.items():  # TensorBoard: step = fine-tuning epochs
+        run.events.histogram(
+            "finetune/personal_accuracy", list(entry["client_acc"].values()), int(epochs)
+        )
+        run.events.add_row(
+            {
+                "step": int(epochs),
+                "finetune/avg_acc": entry["avg_acc"],
+                "finetune/fairness": entry["fairness"],
+            }
+        )
     if data.noisy_clients:  # each length's accuracy of the noisy and of the clean clients
         for entry in tuned.summary.values():
             client_acc = {int(k): v for k, v in entry["client_acc"].items()}

@@ -29,6 +29,7 @@ from fedprune.errors import ConfigError, DataError
 from fedprune.methods import Method
 from fedprune.models.user import UserModel
 from fedprune.runs import names
+from fedprune.runs.finished import finished_as_configured
 from fedprune.runs.run_dir import check_out_dir, owned_run_dir
 
 
@@ -112,6 +113,12 @@ class Trainer:
             The finished run: its summary, models, masks and cluster assignments.
         """
         check_out_dir(out)
+        if (
+            self.data is None
+            and self.model is None
+            and finished_as_configured(self.config, out) is not None
+        ):
+            return Result(Path(out))  # finished: no workers started, no data loaded
         with owned_run_dir(out):
             with _placed_data(self.data, Path(out)) as dataset:
                 config = self.config
@@ -120,7 +127,21 @@ class Trainer:
                 mine = {} if self.model is None else {"model": self.model}
                 with _installed(workers, Path(out)):
                     self.method.run_function()(config, out, data_dir, progress=progress, **mine)
+            _draw_curves(Path(out))
         return Result(Path(out))
+
+
+def _draw_curves(out: Path) -> None:
+    """``out/curves.png`` from the run's ``metrics.csv`` (:mod:`fedprune.runs.plot`), where
+    the run has rounds to draw and no newer picture."""
+    from fedprune.runs.plot import PLOT, plot_runs
+
+    metrics, picture = out / names.METRICS, out / PLOT
+    if not metrics.exists():
+        return
+    if picture.exists() and picture.stat().st_mtime >= metrics.stat().st_mtime:
+        return
+    plot_runs([out], picture)
 
 
 @contextmanager

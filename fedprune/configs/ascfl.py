@@ -41,7 +41,7 @@ WITHOUT = ("incentive", "adjustment", "low-rank")
 LOW_RANK_LAYERS = ("output", "dense_head")
 # AS-CFL's defaults before these changed (Algorithm 1 read literally); the baselines, which
 # do not use these options, record them at these values, as they always did
-BEFORE_STOP_31 = {
+ALGORITHM_1_LITERAL = {
     "admission": "absolute_gain",
     "em_space": "raw",
     "merge_guard": "settled",
@@ -176,14 +176,18 @@ class ClusteredImageConfig(Config):
         rule=UNIT,
     )
     admission: str = param(
-        "retained_ratio", help="incentive admission rule (reading #5)", rule=one_of(ADMISSION)
+        "retained_ratio",
+        help="incentive admission rule: a candidate joins if the cluster keeps >= theta of its "
+        "proxy accuracy (retained_ratio), gains --gain (absolute_gain, relative_gain), or "
+        "gains while accuracy / mean similarity >= theta (accuracy_floor, similarity_gate)",
+        rule=one_of(ADMISSION),
     )
     gain: float = param(0.03, help="accuracy gain a new member must bring", rule=FRACTION)
     explained_variance: float = param(0.95, help="low-rank: variance kept", rule=UNIT)
     low_rank_layers: str = param(
         "dense_head",
         help="low-rank: the 'weights near the output layer' factorized: the output layer, or "
-        "every Dense layer after the convolutions (our reading #2)",
+        "every Dense layer after the convolutions (docs/ascfl.md, Interpretations)",
         rule=one_of(LOW_RANK_LAYERS),
     )
     em_space: str = param(
@@ -276,7 +280,7 @@ class ClusteredImageConfig(Config):
         ``--low-rank-layers`` and ``--late-clients`` where they hold the value they had before
         the option existed (the pairs below; ``data_size`` equals ``uniform`` on every
         partition that has no client smaller than a batch). Six of those defaults changed
-        later (``BEFORE_STOP_31``), so a run with today's defaults records them and an older
+        later (``ALGORITHM_1_LITERAL``), so a run with today's defaults records them and an older
         default run is not resumed as one."""
         recorded = super().recorded()
         recorded.pop("scale")
@@ -368,7 +372,7 @@ class _BaselineConfig(ClusteredImageConfig):
 
     def _recorded_unused(self) -> dict:
         unused = self.unused_fields()
-        return {k: v for k, v in BEFORE_STOP_31.items() if k in unused}
+        return {k: v for k, v in ALGORITHM_1_LITERAL.items() if k in unused}
 
     @property
     def has_late_clients(self) -> bool:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from fedprune.configs import har
 from fedprune.configs.fields import Config
+from fedprune.configs.protocol import BEFORE_SPLIT, settle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,3 +28,7 @@ class FedAvgConfig(Config):
     method: str = har.method("fedavg")
     dataset_sha256: str | None = har.dataset_sha256()
     model: str = har.model()
+
+    def record_in(self, out: str | os.PathLike) -> dict:
+        """The HAR protocol settled for ``out`` (:func:`fedprune.configs.protocol.settle`)."""
+        return settle(self, out, BEFORE_SPLIT)[1]

@@ -11,6 +11,7 @@ in ``--help``), ``parse`` (how the command line's text becomes the value, for tu
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -96,6 +97,12 @@ class Config:
     def recorded(self) -> dict:
         """What ``config.json`` records; a run resumes only with an equal dict."""
         return dataclasses.asdict(self)
+
+    def record_in(self, out: str | os.PathLike) -> dict:
+        """What ``config.json`` of this configuration's run in the directory ``out`` holds:
+        a run there resumes (or is finished) only where the file equals it. Configurations
+        whose record depends on the directory (the HAR protocol) override it."""
+        return self.recorded()
 
     def check(self) -> None:
         """Checks across fields; subclasses extend it (the fields' own rules have passed)."""

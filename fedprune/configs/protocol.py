@@ -82,6 +82,17 @@ class HasProtocol(HasDataFile, Protocol):
 C = TypeVar("C", bound=HasProtocol)
 
 
+def settle(config: C, out: object, added_later: Mapping) -> tuple[C, dict]:
+    """``config`` with its protocol settled for the run directory ``out``
+    (:func:`with_protocol`), and the dict that directory's ``config.json`` holds for it (an
+    option of ``added_later`` left out where an older run lacks it and has its default,
+    :func:`fedprune.runs.as_recorded`)."""
+    from fedprune.runs.run_dir import as_recorded, recorded_config
+
+    config = with_protocol(config, recorded_config(out))
+    return config, as_recorded(out, config.recorded(), added_later)
+
+
 def with_protocol(config: C, recorded: Mapping | None) -> C:
     """``config`` with ``split`` and ``standardize`` settled (see the module docstring);
     ``recorded`` is the run directory's ``config.json``, or ``None`` for a new run."""

@@ -2,7 +2,7 @@
 
 Two splits (``--split``):
 
-* ``time-ordered`` (the default; the CA-AFP authors' protocol, as issue 16 quotes it): per
+* ``time-ordered`` (the default; the CA-AFP authors' protocol, the rule of their code): per
   client and per class, the windows in time order (the order of the official files: UCI-HAR by
   experiment and time, WISDM by timestamp within each user's activity runs), the first 80 % to
   training and the last 20 % to test. Interpretations: "first 80 %" is ``floor(0.8 n)``
@@ -12,7 +12,7 @@ Two splits (``--split``):
   WISDM, clients with fewer than 10 windows are left out (none of the 36 users of our copy
   has fewer than 105). Consecutive windows overlap by 50 %, so only the one window pair at
   each class's 80 % boundary shares samples across the split.
-* ``random`` (fedprune before issue 16; kept so older runs resume and to measure the leak):
+* ``random`` (older fedprune versions; kept so older runs resume and to measure the leak):
   per class with n windows, seeded, ``n_test = round(test_fraction * n)`` (half rounds up)
   but at least 1 when ``n >= 2`` and at most ``n - 1``; a class with a single window goes to
   train. Windows overlap by 50 %, so most test windows share half their samples with a

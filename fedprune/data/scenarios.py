@@ -1,4 +1,4 @@
-"""Scenario injectors for CA-AFP's robustness studies (paper §5.1; issue 17): pure functions
+"""Scenario injectors for CA-AFP's robustness studies (paper §5.1): pure functions
 on the federated data, applied after the per-client split and before standardization.
 
 * :func:`inject_label_noise` (``--label-noise C,L``): ``round(C N)`` of the N clients, drawn

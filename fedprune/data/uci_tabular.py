@@ -1,4 +1,4 @@
-"""The ten UCI tabular datasets of Fed-HIRE (issue 19), read from their original files.
+"""The ten UCI tabular datasets of Fed-HIRE, read from their original files.
 
 Fed-HIRE (``shared/papers/Fed-HIRE.txt``, §4.1) clusters ten tables: "All real-world datasets
 are obtained from the UCI Machine Learning Repository (Dua and Graff, 2017). Detailed dataset

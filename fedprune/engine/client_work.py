@@ -33,10 +33,10 @@ the gradient of its local objective at the received model w_c ⊙ M_c (Algorithm
 Only unweighted federated means leave the aggregation: E_k[w], E_k[w²], E_k[sign(g)] and
 E_k[g], so no client's model or gradient is visible to the server.
 
-Interpretation (issue 16): the gradient is that of Eq. 5 over the client's whole training
+Interpretation: the gradient is that of Eq. 5 over the client's whole training
 set, the mean cross entropy over all its examples plus the proximal term, **with dropout
 off**, computed in batches of ``STATISTICS_BATCH`` examples (for our clients, one or two).
-Before issue 16 it was the mean of the per-batch gradients at batch 32 with dropout on; that
+Older runs used the mean of the per-batch gradients at batch 32 with dropout on; that
 pass cost as many optimizer-free steps as a local epoch (1.40-1.57x a FedAvg round in
 ``make bench``). The paper does not say which; dropout's random units make the stochastic
 version a noisier estimate of the same gradient, and only this statistic needs the

@@ -10,7 +10,8 @@ the steps:
   the algorithm gives (``shapes``); a checkpoint that fails, or lacks an array ``restore``
   needs, is one error line naming it. The metrics rows of rounds the checkpoint does not cover
   (an interrupted round) are dropped;
-* **after every step**: its metrics rows are appended to ``metrics.csv``, then the state's
+* **after every step**: its metrics rows are appended to ``metrics.csv`` (and written to the
+  run's TensorBoard event files, :mod:`fedprune.runs.events`), then the state's
   ``to_checkpoint()`` is saved atomically with the wall time so far (scalar ``wall_s``), so
   Ctrl-C or a crash loses at most the round in progress;
 * **progress**: one tqdm bar over all rounds (the description may change per round, e.g. per
@@ -133,6 +134,7 @@ def run_rounds(
                 if wall_column is not None:
                     row = {**row, wall_column: round(clock.seconds(), 2)}
                 run.append_metrics(row)
+            run.events.end_step()
             arrays, scalars = state.to_checkpoint()
             run.save_checkpoint(t, arrays, {"wall_s": clock.seconds(), **scalars})
             bar.update(1)

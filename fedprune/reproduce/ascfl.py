@@ -15,7 +15,7 @@ parts is trained once):
   accuracy; §4.4.2 reports cluster stability per θ).
 * ``dropout``: MNIST α = 0.4 with 10 % of the clients not reporting per round (§4.2.3).
 * ``rotation``: MNIST with IID labels (clients differ only by rotation): does AS-CFL find the
-  four rotation groups (ARI) by round 30? (issue 18).
+  four rotation groups (ARI) by round 30?
 
 Accuracy is the final round's mean client accuracy; "rounds" is rounds to 90 % of the run's
 peak. The paper's values its text gives are in ``experiments/ascfl_paper.csv`` (Tables 1-4
@@ -302,7 +302,7 @@ CURVE_PANELS = (
 
 
 def curves(points: list[Point], values: dict[Labels, dict[str, np.ndarray]], path: Path) -> None:
-    """Learning curves (the issue's "learning-curve plots"): per panel of
+    """Learning curves: per panel of
     :data:`CURVE_PANELS`, the mean over seeds per round with a ± std band."""
     by_key = {tuple(p.label(c) for c in ("part", "dataset", "alpha", "method")): p for p in points}
     panels = [

@@ -6,7 +6,7 @@ Table 4 (the ablation of FCPL and MCPL) of the Fed-HIRE paper, on the authors' c
   (§4.2): ten seeds; ``--quick`` three, Table 3 only. The full run adds TFF's multi-round
   federated k-means (``fedprune train fedkmeans``, 20 rounds; not in the paper). A
   Fed-HIRE cell is *within* when our mean lies within max(0.05, 2 x the paper's std) of the
-  paper's mean (issue 19's yardstick).
+  paper's mean (the yardstick of docs/fedhire.md).
   The paper's Fed-HIRE and kFed columns are in ``experiments/fedhire_paper.csv`` (``*_sd``:
   the paper's ±).
 * ``--partition paper`` (the paper's text: k-means clusterlets of each class to random
@@ -57,7 +57,7 @@ ABLATION_PAPER = EXPERIMENTS / "fedhire_ablation_paper.csv"
 
 
 def tolerance(paper_std: float) -> float:
-    """Issue 19's yardstick for one cell: max(0.05, 2 x the paper's std)."""
+    """The yardstick of docs/fedhire.md for one cell: max(0.05, 2 x the paper's std)."""
     return max(0.05, 2.0 * paper_std)
 
 

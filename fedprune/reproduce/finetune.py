@@ -3,7 +3,7 @@ Table 9) on real WISDM.
 
 Table 9: phases (0, 0, 50), 70 % sparsity, 10 clients per round; CA-AFP (K = 3), Global-FT
 (CA-AFP with K = 1), FedSNIP, EfficientFL, FedCHAR and ClusterFL; fine-tuning lengths
-{0, 1, 3, 5, 10, 15, 20, 25} (issue 17; Table 9 lists {1, 5, ..., 25}, Figure 3 starts at
+{0, 1, 3, 5, 10, 15, 20, 25} (Table 9 lists {1, 5, ..., 25}, Figure 3 starts at
 0), all from one trained run per method and seed, five seeds.
 Each method's run *is* its Table 2 run (``<out>/runs/<row>-wisdm-s<seed>``, the same
 arguments; Global-FT, not a Table 2 row, as ``global_ft_0_0_50-wisdm-s<seed>``), trained

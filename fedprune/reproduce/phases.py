@@ -4,7 +4,7 @@
 Table 7: P3 = 40 pruning rounds, P4 = 3 fine-tuning epochs, three seeds; Study A varies the
 start sparsity from 0.0 to 0.9 by 0.1 (P1 = P2 = 0); Study B varies P2 in {0, 5, ..., 20}
 and Study C P1 in {0, 5, ..., 20}, both at start sparsity 0.5. The target stays 0.7, so a
-start above it (0.8, 0.9) regrows to 0.7 by the last mask update (issue 17). The point
+start above it (0.8, 0.9) regrows to 0.7 by the last mask update. The point
 (P1, P2, start) = (0, 0, 0.5) belongs to all three studies and is trained once.
 Interpretations: accuracy is the fine-tuned (P4 = 3) average accuracy; communication is
 Eq. 13 as the paper counts it (model transfers of the training rounds, bytes / 1024²; see

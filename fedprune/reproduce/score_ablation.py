@@ -47,7 +47,7 @@ CONFIG = (
     *("--start-sparsity", "0.3", "--target-sparsity", "0.7", "--prune-frequency", "5"),
     *("--ft-epochs", "0"),
 )
-# The paper's means over the seven triples (issue 17, from Table 4), as fractions.
+# The paper's means over the seven triples (from its Table 4), as fractions.
 PAPER_MEANS = {
     ("uci_har", "standard"): (0.876, 0.145),
     ("uci_har", "noisy"): (0.711, 0.194),
@@ -120,7 +120,7 @@ def _mean(rows: list[dict], key: str) -> float:
 
 def means(table: list[dict]) -> list[dict]:
     """Per dataset and scenario: accuracy and fairness averaged over the triples, with the
-    paper's means (issue 17) and the differences."""
+    paper's means (Table 4) and the differences."""
     out = []
     for (dataset, scenario), rows in _cells(table).items():
         acc, fair = _mean(rows, "acc"), _mean(rows, "fairness")
@@ -235,7 +235,7 @@ def body(table: list[dict]) -> list[str]:
             (("acc", "acc %", True), ("fairness", "fairness %", True)),
         ),
         "",
-        "## Means over the seven triples (issue 17's targets: within 5 pp)",
+        "## Means over the seven triples (target: within 5 pp of the paper)",
         "",
         *markdown_table(
             means(table),

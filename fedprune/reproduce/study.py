@@ -230,7 +230,7 @@ def again_agreement(
 ) -> Claim | None:
     """Whether every point fine-tuned again continued its base run's trajectory: at the
     lengths the base evaluated itself (Table 2's 3 and 25), the point's accuracy and
-    fairness must equal the base's exactly (issue 17). ``None`` without such points."""
+    fairness must equal the base's exactly. ``None`` without such points."""
     pairs, unequal = 0, []
     for p in points:
         if p.again is None:

@@ -1,8 +1,8 @@
 """``fedprune reproduce table2``: Table 2 of the CA-AFP paper on the real data.
 
 Every (method, dataset, seed) is an ordinary run directory under ``<out>/runs/`` (time-ordered
-split, the default) or ``<out>/runs-random/`` (``--split random``: the leaking split fedprune
-used before issue 16, kept to measure the leak), trained by a ``fedprune train`` subprocess;
+split, the default) or ``<out>/runs-random/`` (``--split random``: the leaking split of older
+fedprune versions, kept to measure the leak), trained by a ``fedprune train`` subprocess;
 a finished run is never recomputed and an interrupted one resumes from its last round, so the
 whole reproduction resumes after an interruption. The
 table aggregates the runs over seeds, one line per (method, dataset, fine-tuning epochs), next

@@ -18,7 +18,7 @@ how each method lays out its files:
   :func:`fedprune.data.registry.load_recorded`), for calibration and checks on the device
   side.
 
-Runs written before the manifest existed (fedprune before issue 15) get one derived from their
+Runs written before the manifest existed (older fedprune versions) get one derived from their
 ``config.json`` by :func:`legacy_manifest`, for the layouts those versions wrote; anything
 else is refused in one line.
 """

@@ -122,3 +122,20 @@ def open_finished(path: str | Path) -> FinishedRun:
     if "seed" not in config:
         raise damaged(path / names.CONFIG, KeyError("no seed"))
     return FinishedRun(path, config, summary)
+
+
+def finished_as_configured(config: object, path: str | Path) -> dict | None:
+    """The ``summary.json`` of ``path`` where it holds a finished run of exactly ``config``
+    (its ``config.json`` equals ``config.record_in(path)``, as resuming requires), else
+    ``None``: then the run must be started, resumed or refused by its trainer. Imports no
+    TensorFlow, so a finished run answers at once."""
+    import json
+
+    from fedprune.runs.run_dir import recorded_config
+
+    if not is_finished(path):
+        return None
+    recorded = recorded_config(path)
+    if recorded is None or recorded != json.loads(json.dumps(config.record_in(path))):
+        return None
+    return read_json_object(Path(path) / names.SUMMARY)

@@ -17,6 +17,7 @@ file                          holds                                             
 ``labels.npz``                each client's objects' clusters (and their rows)      one-shot
 ``model.json``                your own model's architecture (Keras ``to_json``)      your model
 ``dataset.npz``               your own data given to the Python API as arrays        your data
+``tensorboard/``              TensorBoard event files of the metrics rows            every run
 ``tff-logs/``                 the TFF workers' logs                                  every run
 ``.fedprune.lock``            present while a process owns the folder (its pid)      every run
 ============================  =====================================================  ==========
@@ -35,6 +36,7 @@ COMMUNITY_MODELS = "community_models.npz"
 ASSIGNMENTS = "assignments.npz"
 LABELS = "labels.npz"
 WORKER_LOGS = "tff-logs"
+EVENTS = "tensorboard"
 MODEL_ARCHITECTURE = "model.json"
 USER_DATASET = "dataset.npz"
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.errors import ConfigError, DataError
+from fedprune.runs.events import EventLog
 from fedprune.runs.files import non_finite_place, read_json_object, write_json
 from fedprune.runs.lock import FolderLock
 from fedprune.runs.names import CHECKPOINT, CONFIG, METRICS, STARTED, SUMMARY, WORKER_LOGS
@@ -114,6 +115,7 @@ class RunDir:
     def __init__(self, path: str | os.PathLike, config: Mapping):
         self.path = Path(path)
         self.config = dict(config)
+        self.events = EventLog(self.path)
         check_out_dir(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         old = recorded_config(self.path)
@@ -254,7 +256,8 @@ class RunDir:
         return read_metrics(self.path / METRICS)
 
     def truncate_metrics(self, rounds_done: int, round_key: str = "round") -> None:
-        """Keep only the rows of rounds ``<= rounds_done`` (those the checkpoint covers)."""
+        """Keep only the rows of rounds ``<= rounds_done`` (those the checkpoint covers); the
+        TensorBoard event files are written again from them (:mod:`fedprune.runs.events`)."""
         rows = []
         for line, row in enumerate(self.metrics_rows(), 2):
             try:
@@ -266,6 +269,7 @@ class RunDir:
                     "the file, losing the per-round history) and run the same command again"
                 ) from None
         path = self.path / METRICS
+        self.events.rebuild(rows)
         if not rows:
             path.unlink(missing_ok=True)
             return
@@ -279,7 +283,7 @@ class RunDir:
         """Append one round's row. A run directory written by an older version may have fewer
         columns: the file is then rewritten with the new columns added at the end (older rows
         leave them empty), so a resumed run keeps one readable table; a column the row lacks
-        stays empty in it."""
+        stays empty in it. The row goes to the TensorBoard event files too."""
         path = self.path / METRICS
         existing = _header(path)
         header = existing or list(row)
@@ -297,6 +301,7 @@ class RunDir:
             if not existing:
                 writer.writeheader()
             writer.writerow(row)
+        self.events.add_row(row)
 
 
 METRICS_FIX = (

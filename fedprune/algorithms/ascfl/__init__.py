@@ -28,10 +28,10 @@ sentence it reads, then the choice (the module docstrings give details and optio
    the output layer" (3.2.2): truncated SVD of the clients x update matrix of those weights;
    the similarity is the cosine of the projections on the kept components. Which weights
    are "near the output layer" is an option, ``--low-rank-layers``: ``output`` (the output
-   layer's kernel and bias; the default so far) or ``dense_head`` (every Dense layer after
-   the convolutions; "weights", plural, and "near" admit it). On real α = 0.4 updates the
-   output layer alone does not separate the rotation groups (ARI of average linkage ≤ 0.01
-   at rounds 1-5), the dense head does at round 5 (0.86; the full update 1.00):
+   layer's kernel and bias; the literal reading) or ``dense_head`` (every Dense layer after
+   the convolutions; "weights", plural, and "near" admit it; the default). On real α = 0.4
+   updates the output layer alone does not separate the rotation groups (ARI of average
+   linkage ≤ 0.01 at rounds 1-5), the dense head does at round 5 (0.86; the full update 1.00):
    ``experiments/ascfl_admission_probe.py --alpha 0.4 --similarity-only``.
 3. "The rank, r, is selected based on an explained-variance ratio ≥ 95% on the output-layer
    weights" (3.2.2): smallest r with uncentered energy ratio >= δ, default δ = 0.95.
@@ -42,7 +42,7 @@ sentence it reads, then the choice (the module docstrings give details and optio
 5. "the search stops at the first client that fails to improve accuracy by 3%" (3.2.1):
    ``absolute_gain`` admits when accuracy rises by >= 0.03 absolute (the paper's "%" are
    points: "this tiny 0.6% accuracy gain" is 0.915 -> 0.921); ``relative_gain`` is an
-   option. Default since stop 31: ``retained_ratio`` of #6 (below).
+   option. The default is ``retained_ratio`` of #6 (below).
 6. "The positive incentive threshold θ ... determines whether a client is admitted ... based
    on its performance contribution" (4.4.2), θ = 0.85: options ``accuracy_floor`` (accuracy
    >= θ and improves), ``similarity_gate`` (mean cosine to members >= θ and improves) and
@@ -98,9 +98,9 @@ sentence it reads, then the choice (the module docstrings give details and optio
     ``rules.local_epochs``).
 25. Stage 1 is "initial greedy clustering ... to form initial clusters" inside the round
     loop (Algorithm 1 line 16): once, Stage 2 then adjusting the clusters the clients
-    trained in (default since stop 31, ``--stage1 first_round``), or every round
+    trained in (the default, ``--stage1 first_round``), or every round
     (``every_round``; ``rules``' module text).
-26. (no sentence; a departure, default W = 5 since stop 31) ``--warmup-rounds W``: rounds 1..W are
+26. (no sentence; a departure, default W = 5) ``--warmup-rounds W``: rounds 1..W are
     FedAvg on one model and Stage 1 first runs in round W + 1 (with ``--stage1
     first_round``: only then). Measured reason (``experiments/ascfl_admission_probe.py
     --alpha 0.4``): on MNIST with Dirichlet(0.4) labels, round 1's updates from the shared
@@ -109,9 +109,9 @@ sentence it reads, then the choice (the module docstrings give details and optio
     (+0.39 / −0.01, ARI 1.00). CFL waits for a stationary point for the same reason;
     FedCHAR warms up 10 rounds.
 
-Defaults (stop 31). Algorithm 1 read literally (``--admission absolute_gain --em-space raw
+Defaults. Algorithm 1 read literally (``--admission absolute_gain --em-space raw
 --stage1 every_round --update-reference start --merge-guard settled --warmup-rounds 0
---low-rank-layers output``, the defaults up to stop 30, ``configs.ascfl.BEFORE_STOP_31``)
+--low-rank-layers output``, the defaults of older runs, ``configs.ascfl.ALGORITHM_1_LITERAL``)
 re-forms the clusters every round and never finds the rotation groups: MNIST α = 0.4, seed
 0, 87.45 % against CFL's 96.89 %, ARI 0.03. The defaults are the readings under which the
 clusters follow the rotations: ``retained_ratio`` admission (#6), EM and G_k on unit

@@ -13,8 +13,8 @@ Interpretations (the paper is silent or inconsistent; all configurable):
   the last update. Magnitude (Eq. 9) is taken from the aggregated cluster model, coherence
   (Eq. 10) from the clients' trained models of that round, consistency (Eq. 11) and regrowth
   from gradients at the broadcast w_c ⊙ M_c: Eq. 5's gradient over each client's whole
-  training set with dropout off (:mod:`fedprune.engine.client_work`; before issue 16's speed
-  step, the mean of batch-32 gradients with dropout on).
+  training set with dropout off (:mod:`fedprune.engine.client_work`; older
+  runs used the mean of batch-32 gradients with dropout on).
 * Start sparsity: Algorithm 1 starts dense (M = 1) while Tables 5-6 say "Start 70 %". Here
   ``start_sparsity`` > 0 prunes to it at the end of Phase-3 round 1 from that round's scores;
   default 0.7 as in the tables.

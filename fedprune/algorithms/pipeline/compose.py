@@ -8,7 +8,6 @@ directory receives the clusters, masks, cluster and personal models and the summ
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from fedprune.algorithms.pipeline.scope import check_block, check_layerwise, ker
 from fedprune.algorithms.pipeline.state import PipelineState
 from fedprune.checks import check_at_most
 from fedprune.configs.pipeline import PipelineConfig
-from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, with_protocol
+from fedprune.configs.protocol import dataset_label, settle
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
@@ -35,7 +34,7 @@ from fedprune.engine.loop import Step, run_rounds
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel, resolve, write_architecture
-from fedprune.runs import RunDir, artefacts, as_recorded, names, recorded_config
+from fedprune.runs import RunDir, artefacts, names
 from fedprune.runs.files import RETRAIN
 from fedprune.runs.finished import FinishedRun
 from fedprune.sparsity import masks as M
@@ -49,7 +48,6 @@ from fedprune.sparsity.layers import (
 )
 
 # Options added after runs were first made; such a run recorded none and resumes as it was.
-ADDED_LATER = {"budget": "global", "prune_layers": None, **BEFORE_SPLIT}
 
 
 def run_pipeline(
@@ -68,8 +66,7 @@ def run_pipeline(
     """
     if policy is None and config.phases[2] > 0:
         raise ConfigError(f"{config.method}: T2 > 0 needs a mask policy")
-    config = with_protocol(config, recorded_config(out))
-    record = as_recorded(out, dataclasses.asdict(config), ADDED_LATER)
+    config, record = settle(config, out, config.ADDED_LATER)
     run = RunDir.existing(out, record)
     if run is not None and run.finished:
         return run.read_summary()

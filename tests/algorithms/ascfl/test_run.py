@@ -14,7 +14,7 @@ from fedprune.algorithms.ascfl import experiment
 from fedprune.algorithms.ascfl.compose import reporting
 from fedprune.algorithms.ascfl.experiment import run_clustered_images
 from fedprune.configs.ascfl import (
-    BEFORE_STOP_31,
+    ALGORITHM_1_LITERAL,
     CFLConfig,
     CFLFixedConfig,
     ClusteredImageConfig,
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 # two rounds: the warm-up (5 rounds by default) off
 TINY = dict(num_clients=4, proxy_size=20, rounds=2, batch_size=16, min_frac=0.5, max_frac=1.0)
 TINY["warmup_rounds"] = 0
-ALGORITHM1 = dict(BEFORE_STOP_31)  # the defaults up to stop 30: Algorithm 1 read literally
+ALGORITHM1 = dict(ALGORITHM_1_LITERAL)  # the earlier defaults: Algorithm 1 read literally
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from fedprune.configs.ascfl import (
-    BEFORE_STOP_31,
+    ALGORITHM_1_LITERAL,
     CFLConfig,
     CFLFixedConfig,
     ClusteredImageConfig,
@@ -40,7 +40,7 @@ TINY["warmup_rounds"] = 0
 SIX = dict(TINY, num_clients=6, min_frac=0.3, max_frac=0.8, rounds=4)
 RUNS = {
     "ascfl": ClusteredImageConfig(**TINY),
-    "ascfl-algorithm1-literal": ClusteredImageConfig(**{**TINY, **BEFORE_STOP_31}),
+    "ascfl-algorithm1-literal": ClusteredImageConfig(**{**TINY, **ALGORITHM_1_LITERAL}),
     "ascfl-warmup": ClusteredImageConfig(**{**TINY, "rounds": 3, "warmup_rounds": 2}),
     "ascfl-late-warmup": ClusteredImageConfig(
         **{**SIX, "rounds": 5, "warmup_rounds": 1, "client_dropout": 0.2}

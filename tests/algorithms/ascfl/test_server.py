@@ -5,14 +5,14 @@ import numpy as np
 from fedprune.algorithms.ascfl import server
 from fedprune.algorithms.ascfl.compose import RoundUpdates
 from fedprune.algorithms.ascfl.rules import ASCFLRule, local_epochs, rule_of
-from fedprune.configs.ascfl import BEFORE_STOP_31, CFLConfig, ClusteredImageConfig, IFCAConfig
+from fedprune.configs.ascfl import ALGORITHM_1_LITERAL, CFLConfig, ClusteredImageConfig, IFCAConfig
 from fedprune.engine.per_client import ClientUpdates
 from fedprune.models.spec import ModelSpec
 
 # The default image model on MNIST's shape (image_cnn_small: conv1, conv2, dense, probs).
 SPEC = ModelSpec((28, 28, 1), 10, seed=0, model="image_cnn_small")
 # Algorithm 1 read literally, regrouping from round 1 (no warm-up)
-LITERAL = {**BEFORE_STOP_31, "warmup_rounds": 0}
+LITERAL = {**ALGORITHM_1_LITERAL, "warmup_rounds": 0}
 # Similarity only, without the low rank: a constant proxy accuracy and a zero absolute gain
 # admit every candidate, as the w/o-incentive ablation does
 SIMILARITY_ONLY = {**LITERAL, "without": "low-rank", "admission": "absolute_gain", "gain": 0.0}
@@ -61,7 +61,7 @@ def test_em_on_unit_vectors_keeps_the_direction_groups_raw_em_moves_a_small_upda
 
 
 def test_options_are_recorded_only_where_they_differ_from_their_first_defaults():
-    default = ClusteredImageConfig(**BEFORE_STOP_31)  # the defaults the options were added to
+    default = ClusteredImageConfig(**ALGORITHM_1_LITERAL)  # the defaults the options were added to
     changed = ClusteredImageConfig(
         em_space="unit",
         singletons="merge",

@@ -1,0 +1,128 @@
+"""``fedprune plot RUN...``: one PNG of runs' per-round curves, several runs overlaid.
+
+Read from each run's ``metrics.csv`` (so runs made before TensorBoard files existed plot
+too), one panel per kind of number the runs have, in this order: accuracy, loss, sparsity,
+communication, clusters (K, ARI, stability, communities). Where a round has one row per
+cluster, the curve is the mean over its clusters, weighted by their clients where the rows
+give ``clients`` (the per-cluster curves are in TensorBoard). The x axis is the round, or
+the iteration for methods that count iterations. Imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from fedprune.errors import DataError
+from fedprune.runs import names
+from fedprune.runs.events import STEP_COLUMNS, step_column
+from fedprune.runs.run_dir import read_metrics
+
+PLOT = "curves.png"
+# (panel title, columns matching it), in panel order; a column goes to the first panel it
+# matches
+PANELS: tuple[tuple[str, re.Pattern], ...] = (
+    ("accuracy", re.compile(r"(^|_)acc(uracy)?($|_)")),
+    ("loss", re.compile(r"loss")),
+    ("sparsity", re.compile(r"sparsity")),
+    ("communication (MB)", re.compile(r"(comm_mb|_mb$)")),
+    ("clusters", re.compile(r"^(clusters|communities|ari|stability|isolated)$")),
+)
+
+
+def _float(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number
+
+
+def curves(rows: Sequence[Mapping]) -> dict[str, tuple[list[int], list[float]]]:
+    """column -> (steps, values) of a run's metrics rows, clusters of a step averaged."""
+    by_step: dict[str, dict[int, list[tuple[float, float]]]] = defaultdict(dict)
+    for row in rows:
+        key = step_column(row)
+        step = _float(row.get(key)) if key else None
+        if step is None:
+            continue
+        cluster = _float(row.get("cluster"))
+        weight = _float(row.get("clients")) or 1.0
+        for column, value in row.items():
+            number = _float(value)
+            if column in STEP_COLUMNS or column in ("cluster", "clients") or number is None:
+                continue
+            points = by_step[column].setdefault(int(step), [])
+            if cluster is not None and cluster < 0 and points:
+                continue  # the all-clients row and cluster rows of one step: keep the clusters
+            points.append((number, weight))
+    out = {}
+    for column, steps in by_step.items():
+        xs = sorted(steps)
+        ys = [
+            sum(v * w for v, w in steps[x]) / sum(w for _, w in steps[x]) for x in xs
+        ]  # weighted mean over the step's rows
+        out[column] = (xs, ys)
+    return out
+
+
+def panel_of(column: str) -> str | None:
+    for title, pattern in PANELS:
+        if pattern.search(column):
+            return title
+    return None
+
+
+def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path:
+    """Draw the runs' curves into the PNG ``out``; returns its path. One clear error for a
+    folder that is not a run or has no rounds yet."""
+    loaded, steps = [], set()
+    for run in runs:
+        path = Path(run)
+        metrics = path / names.METRICS
+        if not path.is_dir() or not (path / names.CONFIG).exists():
+            raise DataError(
+                f"{path} is not a fedprune run directory (no {names.CONFIG}); pass the --out of "
+                "a run"
+            )
+        if not metrics.exists():
+            raise DataError(f"{path} has no {names.METRICS} yet: no round has finished")
+        rows = read_metrics(metrics)
+        steps.add(step_column(rows[0]) if rows else "round")
+        loaded.append((path, curves(rows)))
+    titles = [t for t, _ in PANELS if any(panel_of(c) == t for _, cs in loaded for c in cs)]
+    if not titles:
+        raise DataError(f"{', '.join(map(str, runs))}: no per-round numbers to plot")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(len(titles), 3)
+    rows = (len(titles) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    several = len(loaded) > 1
+    for ax, title in zip(axes.flat, titles):
+        for path, run_curves in loaded:
+            for column, (xs, ys) in sorted(run_curves.items()):
+                if panel_of(column) != title:
+                    continue
+                label = f"{path.name}: {column}" if several else column
+                ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
+        ax.set_title(title)
+        ax.set_xlabel("iteration" if steps == {"iteration"} else "round")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(titles) :]:
+        ax.set_visible(False)
+    fig.suptitle(", ".join(p.name for p, _ in loaded))
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
