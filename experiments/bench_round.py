@@ -371,7 +371,10 @@ def report_run(result: object, rate: float, data_dir: str | None) -> None:
         if phase3_t >= 1 and policy.scoring_round(phase3_t):
             scored += windows
     finetuned = max(config.ft_epochs) * sum(sizes.values())
-    evaluated = len(config.ft_epochs) * tests
+    total = t0 + 1 + t1 + t2
+    every = getattr(config, "eval_every", 0)
+    watched = sum(1 for t in range(1, total + 1) if every and (t % every == 0 or t == total))
+    evaluated = (len(config.ft_epochs) + watched) * tests  # + the held-out accuracy
     work = (trained + scored + finetuned) * count.training + evaluated * count.forward
     bound = work / 1e9 / rate
     wall = float(result.summary["wall_s"])

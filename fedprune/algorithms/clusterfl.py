@@ -42,7 +42,7 @@ from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.checks import check_at_most
 from fedprune.configs.clusterfl import ClusterFLConfig
-from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, settle
+from fedprune.configs.protocol import dataset_label, settle
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
@@ -130,7 +130,7 @@ def run_clusterfl(
 ) -> dict:
     """Train (or resume, or return the finished) ClusterFL run in ``out``. ``model``: your own
     model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
-    config, record = settle(config, out, BEFORE_SPLIT)
+    config, record = settle(config, out, config.ADDED_LATER)
     run = RunDir.existing(out, record)
     if run is not None and run.finished:
         return run.read_summary()

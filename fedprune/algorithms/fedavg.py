@@ -17,9 +17,10 @@ import tensorflow_federated as tff
 from fedprune.algorithms.caafp.communication import eq13_bytes
 from fedprune.checks import check_at_most
 from fedprune.configs.fedavg import FedAvgConfig
-from fedprune.configs.protocol import BEFORE_SPLIT, dataset_label, settle
+from fedprune.configs.protocol import dataset_label, settle
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.evaluation import client_accuracies
+from fedprune.engine.held_out import COLUMN, HeldOut
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.metrics import fairness, noise_summary
 from fedprune.engine.process import build_fedavg_process
@@ -66,7 +67,7 @@ def run_fedavg(
 ) -> dict:
     """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary.
     ``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
-    config, record = settle(config, out, BEFORE_SPLIT)
+    config, record = settle(config, out, config.ADDED_LATER)
     run = RunDir.existing(out, record)
     if run is not None and run.finished:
         return run.read_summary()
@@ -86,6 +87,7 @@ def run_fedavg(
     process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
     params = int(sum(w.size for w in spec.initial_weights().trainable))
     by_id = {c.client_id: c for c in data.clients}
+    held_out = HeldOut(config.eval_every, config.rounds, spec.keras, by_id)
     base = process.initialize()  # stateless server and aggregator: only the weights carry over
 
     def initial() -> FedAvgState:
@@ -119,6 +121,8 @@ def run_fedavg(
             [np.asarray(w) for w in weights.non_trainable],
             comm,
         )
+        if held_out.due(t):
+            row[COLUMN] = held_out.accuracy(new.trainable, sorted(by_id))
         postfix = {"loss": f"{row['train_loss']:.3f}", "acc": f"{row['train_accuracy']:.3f}"}
         return Step(new, [row], postfix)
 

@@ -4,17 +4,16 @@ paper's Tables 5-6)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 
 from fedprune.checks import NONNEGATIVE, POSITIVE
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
-from fedprune.configs.protocol import BEFORE_SPLIT, settle
+from fedprune.configs.protocol import SettledByRunDir
 from fedprune.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
-class ClusterFLConfig(Config):
+class ClusterFLConfig(SettledByRunDir, Config):
     """Hyper-parameters; defaults from the CA-AFP paper's Tables 5-6."""
 
     dataset: str = har.dataset()
@@ -36,10 +35,6 @@ class ClusterFLConfig(Config):
     method: str = har.method("clusterfl")
     dataset_sha256: str | None = har.dataset_sha256()
     model: str = har.model()
-
-    def record_in(self, out: str | os.PathLike) -> dict:
-        """The HAR protocol settled for ``out`` (:func:`fedprune.configs.protocol.settle`)."""
-        return settle(self, out, BEFORE_SPLIT)[1]
 
     def check(self) -> None:
         # the Omega step's system (2 alpha + rho) I - 2 beta F F^T must be positive definite;

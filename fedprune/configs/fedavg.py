@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import os
+from collections.abc import Mapping
+from typing import ClassVar
 
 from fedprune.configs import har
 from fedprune.configs.fields import Config
-from fedprune.configs.protocol import BEFORE_SPLIT, settle
+from fedprune.configs.protocol import BEFORE_SPLIT, SettledByRunDir
 
 
 @dataclasses.dataclass(frozen=True)
-class FedAvgConfig(Config):
+class FedAvgConfig(SettledByRunDir, Config):
     """Hyper-parameters (defaults: the CA-AFP paper's Tables 5-6)."""
+
+    ADDED_LATER: ClassVar[Mapping] = {"eval_every": 5, **BEFORE_SPLIT}
 
     dataset: str = har.dataset()
     rounds: int = har.rounds()
@@ -20,6 +23,7 @@ class FedAvgConfig(Config):
     local_epochs: int = har.local_epochs()
     batch_size: int = har.batch_size()
     learning_rate: float = har.learning_rate()
+    eval_every: int = har.eval_every()
     seed: int = har.seed()
     standardize: bool | None = har.standardize()
     split: str | None = har.split()
@@ -28,7 +32,3 @@ class FedAvgConfig(Config):
     method: str = har.method("fedavg")
     dataset_sha256: str | None = har.dataset_sha256()
     model: str = har.model()
-
-    def record_in(self, out: str | os.PathLike) -> dict:
-        """The HAR protocol settled for ``out`` (:func:`fedprune.configs.protocol.settle`)."""
-        return settle(self, out, BEFORE_SPLIT)[1]

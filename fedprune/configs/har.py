@@ -127,6 +127,17 @@ def ft_epochs(help: str = "fine-tuning epochs reported, all from one trained run
     return param((3, 25), help=help, rule=each(count(0)), parse=int_tuple(), metavar="E[,E...]")
 
 
+def eval_every() -> Any:  # noqa: ANN401
+    return param(
+        5,
+        help="held-out accuracy (each client's test windows, mean over the clients) every N "
+        "rounds and after the last, in metrics.csv and TensorBoard; never used for training; "
+        "0: never",
+        rule=count(0),
+        metavar="N",
+    )
+
+
 def method(name: str) -> Any:  # noqa: ANN401
     """The method's name, recorded in ``config.json``; not an option."""
     return param(name, help="method name", cli=False)

@@ -19,7 +19,6 @@ Construction fills and checks everything (what ``resolved()`` and ``validate()``
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -36,7 +35,7 @@ from fedprune.checks import (
 )
 from fedprune.configs import har
 from fedprune.configs.fields import Config, int_tuple, name_tuple, param
-from fedprune.configs.protocol import BEFORE_SPLIT, settle
+from fedprune.configs.protocol import BEFORE_SPLIT, SettledByRunDir
 from fedprune.errors import ConfigError
 from fedprune.lazy import resolve
 from fedprune.models.table import MODELS
@@ -79,14 +78,19 @@ SCORE_WEIGHT = optional(FRACTION)
 
 
 @dataclasses.dataclass(frozen=True)
-class PipelineConfig(Config):
+class PipelineConfig(SettledByRunDir, Config):
     """Hyper-parameters; defaults are CA-AFP's from the paper's Tables 5-6. ``POLICY`` names
     the method's Phase-3 mask policy factory, ``"module:function"`` taking this configuration
     (:meth:`policy`; ``None``: a dense method)."""
 
     POLICY: ClassVar[str | None] = "fedprune.algorithms.caafp.prune_and_heal:policy"
     # options added later, with the value a run directory made before each existed used
-    ADDED_LATER: ClassVar[Mapping] = {"budget": "global", "prune_layers": None, **BEFORE_SPLIT}
+    ADDED_LATER: ClassVar[Mapping] = {
+        "budget": "global",
+        "prune_layers": None,
+        "eval_every": 5,
+        **BEFORE_SPLIT,
+    }
 
     dataset: str = har.dataset()
     method: str = har.method("caafp")
@@ -149,6 +153,7 @@ class PipelineConfig(Config):
         default_text="all, the paper",
     )
     ft_epochs: tuple[int, ...] = har.ft_epochs()
+    eval_every: int = har.eval_every()
     seed: int = har.seed()
     standardize: bool | None = har.standardize()
     split: str | None = har.split()
@@ -156,10 +161,6 @@ class PipelineConfig(Config):
     classes_per_client: int | None = har.classes_per_client()
     dataset_sha256: str | None = har.dataset_sha256()
     model: str = har.model()
-
-    def record_in(self, out: str | os.PathLike) -> dict:
-        """The HAR protocol settled for ``out`` (:func:`fedprune.configs.protocol.settle`)."""
-        return settle(self, out, self.ADDED_LATER)[1]
 
     def check(self) -> None:
         if self.phases[1] + self.phases[2] > 0 and self.clients_per_round < self.clusters:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from fedprune.errors import DataError
 
@@ -80,6 +80,17 @@ class HasProtocol(HasDataFile, Protocol):
 
 
 C = TypeVar("C", bound=HasProtocol)
+
+
+class SettledByRunDir:
+    """Mixin of the HAR configurations: their ``config.json`` record depends on the run
+    directory (:func:`settle`); ``ADDED_LATER`` lists their options added later, with the
+    value a run made before each existed used."""
+
+    ADDED_LATER: ClassVar[Mapping] = BEFORE_SPLIT
+
+    def record_in(self, out: object) -> dict:
+        return settle(self, out, self.ADDED_LATER)[1]
 
 
 def settle(config: C, out: object, added_later: Mapping) -> tuple[C, dict]:

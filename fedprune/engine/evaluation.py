@@ -11,6 +11,16 @@ from fedprune.data.partition import ClientData
 from fedprune.engine.metrics import accuracy
 
 
+def load_weights(model: tf.keras.Model, weights: Sequence[np.ndarray]) -> None:
+    """All of ``model``'s weights, or only its trainable ones where ``weights`` holds those
+    (what the rounds train; a model's non-trainable statistics then stay as they are)."""
+    if len(weights) == len(model.weights) or len(weights) != len(model.trainable_weights):
+        model.set_weights(weights)
+        return
+    for variable, value in zip(model.trainable_weights, weights):
+        variable.assign(value)
+
+
 def client_accuracies(
     model: tf.keras.Model,
     clients: Sequence[ClientData],
@@ -23,7 +33,7 @@ def client_accuracies(
     """
     if weights is None or not isinstance(weights, Mapping):
         if weights is not None:
-            model.set_weights(weights)
+            load_weights(model, weights)
         x = np.concatenate([c.x_test for c in clients])
         probs = model.predict(x, batch_size=batch_size, verbose=0)
         bounds = np.cumsum([0] + [len(c.y_test) for c in clients])
@@ -33,7 +43,7 @@ def client_accuracies(
         }
     result = {}
     for c in clients:
-        model.set_weights(weights[c.client_id])
+        load_weights(model, weights[c.client_id])
         result[c.client_id] = accuracy(
             c.y_test, model.predict(c.x_test, batch_size=batch_size, verbose=0)
         )

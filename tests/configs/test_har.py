@@ -13,11 +13,13 @@ from fedprune.errors import ConfigError
 
 def resumed_old(config) -> dict:
     """What ``config`` records when it resumes a run directory made before ``--split``
-    (``standardize`` recorded as false, no ``split`` and no scenario): the pre-issue-16
-    dict (``runs.as_recorded`` leaves the later options out)."""
+    (``standardize`` recorded as false, no ``split``, no scenario, no ``eval_every``): the
+    dict such a run holds (``runs.as_recorded`` leaves the later options out)."""
     settled = with_protocol(config, {"standardize": False})
     assert settled.split == "random"
-    return {k: v for k, v in dataclasses.asdict(settled).items() if k not in BEFORE_SPLIT}
+    later = config.ADDED_LATER
+    assert set(BEFORE_SPLIT) <= set(later)
+    return {k: v for k, v in dataclasses.asdict(settled).items() if k not in later}
 
 
 def test_default_dicts_are_the_pre_refactoring_ones():

@@ -17,6 +17,7 @@ from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.algorithms.pipeline.phases import (
     PipelineRounds,
+    add_held_out,
     cluster_round,
     clustering_step,
     fedavg_round,
@@ -30,6 +31,7 @@ from fedprune.configs.protocol import dataset_label, settle
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
+from fedprune.engine.held_out import HeldOut
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import ModelSpec
@@ -107,6 +109,8 @@ def run_pipeline(
         policy=policy,
     )
 
+    held_out = HeldOut(config.eval_every, t0 + 1 + t1 + t2, spec.keras, rounds.clients)
+
     def step(t: int, state: PipelineState) -> Step[PipelineState]:
         if t <= t0:
             rows = fedavg_round(rounds, state, t)
@@ -114,6 +118,8 @@ def run_pipeline(
             rows = clustering_step(rounds, state, t)
         else:
             rows = cluster_round(rounds, state, t, phase3_t=t - (t0 + 1 + t1))
+        if held_out.due(t):
+            add_held_out(rows, state, rounds.ids, held_out)
         return Step(state, rows)
 
     def shapes(arrays: Mapping[str, Sequence[np.ndarray]]) -> dict[str, list[tuple]]:

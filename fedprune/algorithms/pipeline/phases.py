@@ -29,6 +29,7 @@ from fedprune.algorithms.pipeline.state import PipelineState
 from fedprune.data.partition import ClientData
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.clustered import build_clustered_round, run_clustered_round
+from fedprune.engine.held_out import COLUMN, HeldOut
 from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_by_cluster, sample_clients
 from fedprune.engine.updates import build_update_computation, client_updates
@@ -185,3 +186,17 @@ def cluster_round(
         state.cluster_w[c] = new_w
         rows.append(rounds.row(state, t, phase, c, len(members), output.train))
     return rows
+
+
+def add_held_out(rows: list[dict], state: PipelineState, ids: list[int], held_out: HeldOut) -> None:
+    """Each row's held-out accuracy (``--eval-every``): the row of all clients (cluster -1)
+    evaluates the global model on every client, a cluster's row that cluster's (masked)
+    model on all its members, not only the round's sampled ones."""
+    cluster_of = state.cluster_of(ids) if state.assignment is not None else {}
+    for row in rows:
+        c = row["cluster"]
+        if c == -1:
+            row[COLUMN] = held_out.accuracy(state.global_w, ids)
+        else:
+            members = [i for i in ids if cluster_of[i] == c]
+            row[COLUMN] = held_out.accuracy(state.cluster_w[c], members)
