@@ -95,22 +95,26 @@ def _host_port(text: str) -> str:
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     """Options of every ``fedprune train`` method that are not part of its configuration:
     where data and the run go, the TFF workers, the terminal."""
-    parser.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
-    parser.add_argument("--out", required=True, help="run directory, e.g. runs/NAME")
-    parser.add_argument(
+    files = parser.add_argument_group("data and run directory")
+    files.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
+    files.add_argument("--out", required=True, help="run directory, e.g. runs/NAME")
+    workers = parser.add_argument_group(
+        "TFF workers", "where the rounds run: local sandboxed workers, or remote ones over TLS"
+    )
+    workers.add_argument(
         "--workers",
         type=_positive_int,
         default=1,
         help="local TFF worker processes; >1 splits each round's clients across them (1)",
     )
-    parser.add_argument(
+    workers.add_argument(
         "--unsafe-open-workers",
         action="store_true",
         help="where the local workers' network sandbox is unavailable (no `unshare`, or user "
         "namespaces off), run them anyway, listening on loopback without authentication (any "
         "local user can reach them); needs a C compiler",
     )
-    parser.add_argument(
+    workers.add_argument(
         "--remote-worker",
         action="append",
         default=[],
@@ -119,15 +123,15 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="a `fedprune worker` on another host (repeatable); needs --tls-ca/--tls-cert/"
         "--tls-key, or --insecure-remote",
     )
-    parser.add_argument("--tls-ca", metavar="PEM", help="CA that signed the remote workers' certs")
-    parser.add_argument("--tls-cert", metavar="PEM", help="client certificate for remote workers")
-    parser.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
-    parser.add_argument(
+    workers.add_argument("--tls-ca", metavar="PEM", help="CA that signed the remote workers' certs")
+    workers.add_argument("--tls-cert", metavar="PEM", help="client certificate for remote workers")
+    workers.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
+    workers.add_argument(
         "--insecure-remote",
         action="store_true",
         help="allow plain-text --remote-worker (unauthenticated, unencrypted)",
     )
-    parser.add_argument(
+    workers.add_argument(
         "--remote-timeout",
         type=_seconds,
         default=10.0,
@@ -139,11 +143,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
     """What a command that trains prints: progress bars, TensorFlow's log, the summary."""
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    parser.add_argument(
+    output = parser.add_argument_group("output")
+    output.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    output.add_argument(
         "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden)"
     )
-    parser.add_argument(
+    output.add_argument(
         "--json", action="store_true", help="print summary.json instead of the short summary"
     )
 

@@ -112,7 +112,9 @@ class ClusteredImageConfig(Config):
         metavar="{" + ",".join(IMAGE_DATASETS) + ",PATH.npz}",
     )
     num_clients: int = param(20, help="clients N", flag="clients", rule=count(2))
-    alpha: float = param(0.4, help="Dirichlet concentration of the label skew", rule=POSITIVE)
+    alpha: float = param(
+        0.4, help="Dirichlet concentration of the label skew", rule=POSITIVE, group="data"
+    )
     labels: str = param(
         "dirichlet",
         help="label partition: Dirichlet(alpha), or iid (clients differ only by rotation)",

@@ -75,10 +75,67 @@ def argparse_type(parse: typing.Callable[[str], object]) -> typing.Callable[[str
     return convert
 
 
+# ``--help`` headings of a method's options, in order; METHOD_GROUP holds the method's own
+DATA_GROUP = "data"
+FEDERATION_GROUP = "federated training"
+METHOD_GROUP = "the method's own options"
+PRUNING_GROUP = "pruning"
+FINE_TUNING_GROUP = "fine-tuning (personal models)"
+WATCHING_GROUP = "watching the run"
+GROUPS = (
+    DATA_GROUP,
+    FEDERATION_GROUP,
+    METHOD_GROUP,
+    PRUNING_GROUP,
+    FINE_TUNING_GROUP,
+    WATCHING_GROUP,
+)
+# the heading of a field by its name; a field's own ``group`` wins, any other is the method's
+GROUP_OF = {
+    **dict.fromkeys(
+        (
+            "dataset", "split", "standardize", "label_noise", "classes_per_client",
+            "num_clients", "samples_per_class", "overlap", "max_classes", "labels", "min_frac",
+            "max_frac", "proxy_size", "proxy_rotation", "partition",
+        ),
+        DATA_GROUP,
+    ),
+    **dict.fromkeys(
+        (
+            "phases", "rounds", "clients_per_round", "local_epochs", "batch_size",
+            "learning_rate", "seed", "client_dropout", "scale", "model", "epochs_rule",
+            "lr_decay", "fl_rounds", "fl_local_epochs", "max_iterations",
+        ),
+        FEDERATION_GROUP,
+    ),
+    **dict.fromkeys(
+        (
+            "start_sparsity", "target_sparsity", "prune_frequency", "churn", "block",
+            "budget", "prune_layers",
+        ),
+        PRUNING_GROUP,
+    ),
+    "ft_epochs": FINE_TUNING_GROUP,
+    "eval_every": WATCHING_GROUP,
+}  # fmt: skip
+
+
+def group_of(field: dataclasses.Field) -> str:
+    """The ``--help`` heading of a configuration field (:data:`GROUPS`)."""
+    return field.metadata.get("group") or GROUP_OF.get(field.name, METHOD_GROUP)
+
+
 def add_config_options(parser: argparse.ArgumentParser, config_class: type[Config]) -> None:
-    """Add one option per command-line field of ``config_class`` (dest: the field name)."""
+    """Add one option per command-line field of ``config_class`` (dest: the field name),
+    under the headings of :data:`GROUPS` that have options, in that order."""
     hints = typing.get_type_hints(config_class)
-    for field in cli_fields(config_class):
+    fields = list(cli_fields(config_class))
+    groups = {
+        title: parser.add_argument_group(title)
+        for title in GROUPS
+        if any(group_of(f) == title for f in fields)
+    }
+    for field in fields:
         meta = field.metadata
         option = "--" + flag_of(field).replace("_", "-")
         kind = _value_type(hints[field.name])
@@ -99,7 +156,7 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type[Confi
                 kwargs["metavar"] = meta.get("metavar") or flag_of(field).upper()
         if field.default is dataclasses.MISSING:
             kwargs["required"] = True
-        parser.add_argument(option, **kwargs)
+        groups[group_of(field)].add_argument(option, **kwargs)
 
 
 def config_from_options(

@@ -28,8 +28,11 @@ def param(
     metavar: str | None = None,
     default_text: str | None = None,
     cli: bool = True,
+    group: str | None = None,
 ) -> Any:  # noqa: ANN401 (a dataclass field stands for any value)
-    """A dataclass field with its command-line description; ``cli=False``: no option."""
+    """A dataclass field with its command-line description; ``cli=False``: no option.
+    ``group``: its heading in ``--help`` where the field's name alone does not tell
+    (:data:`fedprune.configs.command_line.GROUP_OF`)."""
     metadata = dict(
         help=help,
         flag=flag,
@@ -38,6 +41,7 @@ def param(
         metavar=metavar,
         default_text=default_text,
         cli=cli,
+        group=group,
     )
     return dataclasses.field(default=default, metadata=metadata)
 

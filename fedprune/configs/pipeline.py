@@ -117,18 +117,21 @@ class PipelineConfig(SettledByRunDir, Config):
         None,
         help="weight of the magnitude score (CA-AFP)",
         rule=SCORE_WEIGHT,
+        group="pruning",
         default_text="the paper's for the dataset",
     )
     beta: float | None = param(
         None,
         help="weight of the coherence score (CA-AFP)",
         rule=SCORE_WEIGHT,
+        group="pruning",
         default_text="the paper's for the dataset",
     )
     gamma: float | None = param(
         None,
         help="weight of the consistency score (CA-AFP)",
         rule=SCORE_WEIGHT,
+        group="pruning",
         default_text="the paper's for the dataset",
     )
     block: int = param(

@@ -79,6 +79,50 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
+class StudyClock:
+    """Done / total runs of a study and its estimated time left: the mean time of the runs
+    trained by this command, times the runs left, over the runs training at once."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.done = 0
+        self.running = 0
+        self.seconds: list[float] = []
+        self._lock = threading.Lock()
+
+    def started(self) -> None:
+        with self._lock:
+            self.running += 1
+
+    def skipped(self) -> None:
+        """A run finished before this command."""
+        with self._lock:
+            self.done += 1
+
+    def finished(self, seconds: float) -> str:
+        """The progress words after a run that took ``seconds``."""
+        with self._lock:
+            at_once = max(self.running, 1)
+            self.running -= 1
+            self.done += 1
+            self.seconds.append(seconds)
+            left = self.total - self.done
+            words = f"in {_duration(seconds)}; {self.done} of {self.total} runs done"
+            if left:
+                eta = sum(self.seconds) / len(self.seconds) * left / min(at_once, left)
+                words += f", about {_duration(eta)} left"
+            return words
+
+
+def _duration(seconds: float) -> str:
+    minutes = int(seconds / 60 + 0.5)
+    if minutes < 1:
+        return f"{seconds:.0f} s"
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
 def run_jobs(jobs: Sequence[Job], parallel: int | str = 1, shared: bool = False) -> float:
     """Train every unfinished job, ``parallel`` at a time (or ``"auto"``); returns the wall
     time (s). ``shared``: run ``fedprune`` commands in long-lived processes, one per thread
@@ -91,12 +135,14 @@ def run_jobs(jobs: Sequence[Job], parallel: int | str = 1, shared: bool = False)
     start = time.perf_counter()
     total = len(jobs)
     children = _Children()
+    clock = StudyClock(total)
     auto = AutoJobs() if parallel == AUTO else None
     slots = auto.slots if auto is not None else Slots(int(parallel), int(parallel))
 
     def train(index: int, job: Job) -> None:
         label = f"[{index}/{total}] {job.label}"
         if is_finished(job.target):
+            clock.skipped()
             _say(f"{label}: done")
             return
         if children.stopping.is_set():
@@ -116,6 +162,8 @@ def run_jobs(jobs: Sequence[Job], parallel: int | str = 1, shared: bool = False)
                 "end, or give the study another --out"
             )
         _say(f"{label}: training")
+        clock.started()
+        began = time.perf_counter()
         argv = fedprune_arguments(job.command) if shared else None
         quiet = () if parallel == 1 else ("--no-progress",)
         log = None if parallel == 1 else job.target / "train.log"
@@ -134,7 +182,7 @@ def run_jobs(jobs: Sequence[Job], parallel: int | str = 1, shared: bool = False)
             raise KeyboardInterrupt
         if code != 0:
             raise ConfigError(f"{label} failed (exit {code}); see {job.target}")
-        _say(f"{label}: finished")
+        _say(f"{label}: finished {clock.finished(time.perf_counter() - began)}")
 
     pool = ThreadPoolExecutor(max_workers=slots.limit)
     futures = [pool.submit(train, i, job) for i, job in enumerate(jobs, 1)]

@@ -69,3 +69,34 @@ def test_an_option_the_configuration_does_not_use_is_an_error():
     assert _build(FedCRefRunConfig, ["--init", "kmeans-ae"]).init == "kmeans-ae"
     with pytest.raises(ConfigError, match=r"^--dirtiness: not used by this command .* leave it"):
         _build(FedCRefRunConfig, ["--init", "kmeans-ae", "--dirtiness", "0.2"])
+
+
+def test_every_option_of_every_method_sits_under_a_known_heading():
+    from fedprune.configs.command_line import GROUP_OF, GROUPS, METHOD_GROUP, group_of
+    from fedprune.configs.fields import cli_fields
+    from fedprune.methods import METHODS
+
+    assert set(GROUP_OF.values()) <= set(GROUPS)
+    for entry in METHODS.values():
+        for field in cli_fields(entry.config):
+            assert group_of(field) in GROUPS, (entry.name, field.name)
+    caafp = {f.name: group_of(f) for f in cli_fields(METHODS["caafp"].config)}
+    assert caafp["alpha"] == caafp["target_sparsity"] == "pruning"  # the score weights
+    assert caafp["clusters"] == METHOD_GROUP and caafp["dataset"] == "data"
+    ascfl = {f.name: group_of(f) for f in cli_fields(METHODS["ascfl"].config)}
+    assert ascfl["alpha"] == "data"  # there: the Dirichlet label skew
+
+
+def test_help_shows_the_headings_in_order(capsys):
+    import pytest
+
+    from fedprune.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "caafp", "--help"])
+    text = capsys.readouterr().out
+    headings = ["data:", "federated training:", "the method's own options:", "pruning:"]
+    headings += ["fine-tuning (personal models):", "watching the run:"]
+    headings += ["data and run directory:", "TFF workers:", "output:"]
+    positions = [text.index("\n" + h + "\n") for h in headings]
+    assert positions == sorted(positions)

@@ -87,3 +87,20 @@ def test_ctrl_c_stops_a_parallel_reproduction(tmp_path):
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "interrupted" in out
     assert not (tmp_path / "c" / "started").exists()
+
+
+def test_the_study_clock_estimates_the_time_left_from_the_runs_it_trained():
+    clock = runner.StudyClock(total=6)
+    clock.skipped()  # finished before this command: counted done, not timed
+    clock.started()
+    clock.started()  # two at once
+    assert clock.finished(600.0) == "in 10 min; 2 of 6 runs done, about 20 min left"
+    # 4 left, 600 s each, 2 at once: 1,200 s
+    clock.started()
+    assert clock.finished(1200.0) == "in 20 min; 3 of 6 runs done, about 23 min left"
+    # mean 900 s, 3 left, 2 running at once: 1,350 s = 22.5 min
+    for _ in range(3):
+        clock.started()
+    clock.finished(30.0)
+    clock.finished(30.0)
+    assert clock.finished(30.0).endswith("6 of 6 runs done")
