@@ -5,8 +5,8 @@ file                          holds                                             
 ============================  =====================================================  ==========
 ``config.json``               the run's configuration (resume refuses another one)  every run
 ``metrics.csv``               one row per round (and cluster) or iteration          every run
-``checkpoint.npz``            the state after the last finished round (removed by  most runs
-                              AS-CFL's runs at the end)
+``checkpoint.npz``            the state after the last finished round; AS-CFL's,    round-based
+                              CFL's, IFCA's and FedCRef's runs remove it at the end  methods
 ``summary.json``              final numbers and the ``deploy`` manifest             every run
 ``clusters.json``             client id -> cluster                                   clustered
 ``masks.npz``                 kernel masks per cluster (uint8)                       pipeline
@@ -18,6 +18,7 @@ file                          holds                                             
 ``model.json``                your own model's architecture (Keras ``to_json``)      your model
 ``dataset.npz``               your own data given to the Python API as arrays        your data
 ``tensorboard/``              TensorBoard event files of the metrics rows            every run
+``curves.png``                the metrics rows as curves (``fedprune plot``)         ``train``
 ``tff-logs/``                 the TFF workers' logs                                  every run
 ``.fedprune.lock``            present while a process owns the folder (its pid)      every run
 ============================  =====================================================  ==========

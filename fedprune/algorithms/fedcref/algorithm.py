@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 from fedprune.algorithms.fedcref.association import association_edges
 from fedprune.algorithms.fedcref.community_training import CommunityTrainer
@@ -180,10 +181,12 @@ class FedCRef:
         progress: Callable[[str], None] | None = None,
         *,
         model: str | UserModel = "autoencoder",
+        bars: bool = False,
     ):
         validate_inputs(xs, ks, initial)
         self.xs, self.ks, self.initial, self.config = xs, ks, initial, config
         self.say = progress or (lambda _msg: None)
+        self.bars = bars  # a progress bar over each iteration's local models
         input_dim = int(np.asarray(xs[0]).shape[1])
         self.fl = CommunityTrainer(
             input_dim,
@@ -220,13 +223,22 @@ class FedCRef:
         started = time.perf_counter()
         stop = GlobalStop(config.stop_window, config.stop_tolerance, list(state.stop_history))
         # Phase 1: local cluster models of the active clients (line 8)
-        for i in np.flatnonzero(state.active):
-            for q in range(ks[i]):
-                state.models.pop((int(i), q), None)
-                rows = np.flatnonzero(state.assignments[i] == q)
-                if len(rows):
-                    seed = cluster_seed(config.seed, t, int(i), q)
-                    state.models[(int(i), q)] = self.trainer.fit(xs[i][rows], seed)
+        local = [(int(i), q) for i in np.flatnonzero(state.active) for q in range(ks[i])]
+        bar = tqdm(
+            total=len(local),
+            desc=f"iteration {t}: local cluster models",
+            unit="model",
+            leave=False,
+            disable=not self.bars,
+        )
+        for i, q in local:
+            state.models.pop((i, q), None)
+            rows = np.flatnonzero(state.assignments[i] == q)
+            if len(rows):
+                seed = cluster_seed(config.seed, t, i, q)
+                state.models[(i, q)] = self.trainer.fit(xs[i][rows], seed)
+            bar.update(1)
+        bar.close()
         self.say(f"iteration {t}: local models of {int(state.active.sum())} active clients")
         interrupts.raise_if_received()
         # Phase 2: all-to-all exchange and bidirectional association (lines 10-17) among

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from fedprune.algorithms.fedcref.algorithm import (
     FedCRef,
@@ -175,9 +176,11 @@ def initial_clusters(
     seed: int,
     epochs: int,
     model: str | UserModel = DEFAULT_MODEL,
+    progress: bool = False,
 ) -> list[np.ndarray]:
     """Each client's initial clustering: dirty uniform (needs the classes) or k-means on the
-    codes of ``model`` fit for ``epochs`` to the client's vectors, K_i clusters."""
+    codes of ``model`` fit for ``epochs`` to the client's vectors, K_i clusters (with
+    ``progress``, a bar over the clients)."""
     if system.init == "dirty":
         if federation.clients is None:  # user_federation refuses this first
             raise ConfigError("--init dirty needs the clients' classes; use --init kmeans-ae")
@@ -187,9 +190,15 @@ def initial_clusters(
         ]
     else:
         trainer = LocalTrainer(federation.xs[0].shape[1], epochs, model=model)
+        clients = tqdm(
+            list(enumerate(zip(federation.xs, federation.ks))),
+            desc="initial clusters (autoencoder + k-means per client)",
+            unit="client",
+            leave=False,
+            disable=not progress,
+        )
         initial = [
-            kmeans_on_embeddings(x, k, trainer, cluster_seed(seed, 0, i))
-            for i, (x, k) in enumerate(zip(federation.xs, federation.ks))
+            kmeans_on_embeddings(x, k, trainer, cluster_seed(seed, 0, i)) for i, (x, k) in clients
         ]
     interrupts.raise_if_received()
     return initial
@@ -277,13 +286,15 @@ def run_fedcref_experiment(
     keras = None
     if isinstance(trained, UserModel):  # yours is checked once, before anything is trained
         keras = AutoencoderSpec(input_dim, params.seed, model=trained).keras()
-    initial = initial_clusters(system, federation, params.seed, params.local_epochs, trained)
+    initial = initial_clusters(
+        system, federation, params.seed, params.local_epochs, trained, progress=progress
+    )
     validate_inputs(xs, ks, initial)
     run = run or RunDir(out, recorded)
     if keras is not None:
         write_architecture(keras, run.path)
     true_categories = federation.true_categories
-    algorithm = FedCRef(xs, ks, initial, params, model=trained)
+    algorithm = FedCRef(xs, ks, initial, params, model=trained, bars=progress)
 
     def step(t: int, state: FedCRefState) -> Step[FedCRefState]:
         report: IterationReport = algorithm.iterate(state)
