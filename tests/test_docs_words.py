@@ -15,8 +15,10 @@ Interpretations:
 
 * The whole source text is scanned, not only docstrings and comments: simplest and strictest,
   and an identifier or an error message is text a user meets too.
-* The sitting-of-work word has one allowed sense, TLS's (the handshake message of
-  ``fedprune/workers/remote.py``): ``ALLOWED`` is removed from a line before the search.
+* The sitting-of-work word has two allowed senses, both technical, singular and in one
+  clause: TLS's (the handshake message of ``fedprune/workers/remote.py``) and TensorFlow's
+  (docs/engine.md: TFF's worker runs the client graph through one). ``ALLOWED`` is removed
+  from a line before the search.
 * "stop" and "issue" without a number are ordinary words (an algorithm's stop, Phase 5's
   global stop, a command that stops with one line); the number makes a process word, and so
   do "last stop", "this stop" and the like. A numbered item of a list in the same text
@@ -52,7 +54,7 @@ PROCESS_WORD = re.compile(
     r"|BEFORE_STOP",
     re.IGNORECASE,
 )
-ALLOWED = re.compile(r"\bTLS session\b", re.IGNORECASE)
+ALLOWED = re.compile(r"\bTLS session\b|\bTensorFlow\b[^.;]*?\bsession\b", re.IGNORECASE)
 SUBCOMMANDS = re.compile(r"\{([\w,-]+)\}\s+\.\.\.")
 
 # the examples' process words, assembled (see the module docstring)
@@ -83,7 +85,7 @@ def test_process_words_are_found_with_their_line():
             f"Interpretation ({ISSUE} 16), {ISSUE} #17's target, {ISSUE.title()} 19's yardstick.",
             f"As the {ISSUE} asks; the {ISSUE}'s protocol; the admission rule ({READING} #5).",
             f"Resumed over three {SITTING}s; a {SITTING}'s end. BEFORE_{STOP.upper()}_31.",
-            f"Measured last {STOP}.",
+            f"Measured last {STOP}. TensorFlow trained it over two {SITTING}s.",
         ]
     )
     assert process_words(text) == [
@@ -100,6 +102,7 @@ def test_process_words_are_found_with_their_line():
         (4, SITTING),
         (4, f"BEFORE_{STOP.upper()}"),
         (5, f"last {STOP}"),
+        (5, f"{SITTING}s"),
     ]
 
 
@@ -107,6 +110,7 @@ def test_ordinary_words_and_the_tls_sense_pass():
     text = "\n".join(
         [
             f"the client rejected the TLS {SITTING} (ALERT); does it trust our --tls-cert?",
+            f"whose TensorFlow executes the client graph through a {SITTING}. On a CPU",
             f"The literal {STOP} of line 8 ends the run; Phase 5's global {STOP} (window = 3).",
             f"A second command {STOP}s with one line ({STOP}_window). Known {ISSUE}s below.",
             "retained_ratio of #6 (below); Readings 2b, 4 and 9 decide Table 3.",

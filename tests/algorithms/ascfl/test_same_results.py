@@ -107,6 +107,12 @@ def test_a_tiny_run_gives_the_pinned_numbers(name, pattern_dir, tmp_path, tff_co
     assert _close(got["summary"], pinned["summary"]), (got["summary"], pinned["summary"])
     for row, pinned_row in zip(got["metrics"], pinned["metrics"], strict=True):
         assert _close(row, pinned_row), (row, pinned_row)
+    # the TensorBoard files hold the rows: K, stability, traffic, accuracy, once per round
+    from fedprune.runs.events import read_tags
+
+    tags = read_tags(tmp_path / name)
+    assert {"acc", "clusters", "stability", "uplink_mb", "downlink_mb"} <= set(tags)
+    assert tags["acc"] == list(range(1, len(got["metrics"]) + 1))
 
 
 def main(argv: list[str]) -> int:

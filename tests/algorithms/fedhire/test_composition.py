@@ -76,6 +76,9 @@ def test_the_runner_runs_any_clusterer(tmp_path):
         FedHireConfig(dataset="ecoli", k_star=2), _Halves(), tmp_path / "run", table=split
     )
     assert summary["acc"] == 1.0 and summary["clusters_found"] == 2
+    from fedprune.runs.events import read_scalars
+
+    assert read_scalars(tmp_path / "run")["acc"] == [(1, 1.0)]  # TensorBoard: the scores
     assert summary["note"] == "halves" and summary["bytes_uploaded"] == 10
     assert list(summary)[-5:] == ["note", "bytes_uploaded", "bytes_downloaded", "cpu_s", "wall_s"]
     assert summary["objects"] == 10 and summary["clients"] == 2
