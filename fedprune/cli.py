@@ -409,6 +409,13 @@ def _train(args: argparse.Namespace) -> None:
         remote_timeout=args.remote_timeout,
         unsafe_open=_unsafe_open_workers(args),
     )
+    if not args.no_progress:  # the first progress bar comes after these (seconds)
+        print(
+            f"fedprune: {method.name} on {config.dataset}: starting TensorFlow and the TFF "
+            "worker, then loading the data",
+            file=sys.stderr,
+            flush=True,
+        )
     result = Trainer(method, config).run(
         args.out, data_dir=args.data_dir, progress=not args.no_progress, workers=workers
     )

@@ -65,17 +65,7 @@ def finetune_personal(
     )
     for epochs, personal in tuned.models.items():
         artefacts.write_personal_models(run.path, epochs, personal)
-    for epochs, entry in tuned.summary.items():  # TensorBoard: step = fine-tuning epochs
-        run.events.histogram(
-            "finetune/personal_accuracy", list(entry["client_acc"].values()), int(epochs)
-        )
-        run.events.add_row(
-            {
-                "step": int(epochs),
-                "finetune/avg_acc": entry["avg_acc"],
-                "finetune/fairness": entry["fairness"],
-            }
-        )
+    log_finetune(run, tuned)
     if data.noisy_clients:  # each length's accuracy of the noisy and of the clean clients
         for entry in tuned.summary.values():
             client_acc = {int(k): v for k, v in entry["client_acc"].items()}
@@ -92,3 +82,19 @@ def finetune_personal(
         model=model.recorded if isinstance(model, UserModel) else model,
     )
     return tuned, manifest.to_json()
+
+
+def log_finetune(run: RunDir, tuned: FineTuned) -> None:
+    """The fine-tuning results in the run's TensorBoard files, the step being the number of
+    fine-tuning epochs: the clients' personal accuracies as a histogram, their mean and
+    fairness as scalars."""
+    for epochs, entry in tuned.summary.items():
+        accuracies = list(entry["client_acc"].values())
+        run.events.histogram("finetune/personal_accuracy", accuracies, int(epochs))
+        run.events.add_row(
+            {
+                "step": int(epochs),
+                "finetune/avg_acc": entry["avg_acc"],
+                "finetune/fairness": entry["fairness"],
+            }
+        )

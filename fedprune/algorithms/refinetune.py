@@ -39,7 +39,7 @@ import shutil
 import time
 from pathlib import Path
 
-from fedprune.algorithms.personal import finetune_personal
+from fedprune.algorithms.personal import finetune_personal, log_finetune
 from fedprune.configs.fields import Config
 from fedprune.configs.protocol import with_protocol
 from fedprune.data.registry import har_recipe, load_recorded
@@ -133,6 +133,8 @@ def refinetune(
     for name in COPIED:
         if (run.path / name).exists():
             shutil.copy2(run.path / name, out / name)
+    target.events.rebuild(target.metrics_rows())  # the source run's rounds, then these lengths
+    log_finetune(target, tuned)
     summary = {
         **run.summary,
         "finetune": tuned.summary,

@@ -80,7 +80,9 @@ def worker_environment() -> dict[str, str]:
     TFF runs a round's client computations concurrently. At batch 32 one client's kernels do
     not keep several cores busy, and clients that share every core through TF's intra-op pool
     wait on each other; one client per core does the same work in less time (docs/engine.md
-    "Speed": the FedAvg round on 2 cores took 0.8x the time with this setting).
+    "Speed": the FedAvg round on 2 cores took 0.8x the time with this setting). It also makes
+    a client's arithmetic independent of the machine's core count (TF splits large sums
+    across its intra-op threads).
     """
     env = dict(os.environ)
     env.setdefault("TF_NUM_INTRAOP_THREADS", "1")

@@ -89,6 +89,13 @@ def test_lengths_the_run_has_are_its_own_numbers_and_models(
     ):
         assert (out / name).read_bytes() == (source / name).read_bytes()
     assert summary["deploy"]["models"]["3"] == "personal_ft3.npz"
+    # TensorBoard: the source's rounds, each once, and every new fine-tuning length
+    from fedprune.runs.events import read_tags
+
+    tags, theirs = read_tags(out), read_tags(source)
+    rounds = {tag: steps for tag, steps in theirs.items() if not tag.startswith("finetune/")}
+    assert {tag: tags[tag] for tag in rounds} == rounds
+    assert sorted(tags["finetune/personal_accuracy"]) == [0, 1, 2, 3]
     # a finished one is returned as it is, without fine-tuning again
     monkeypatch.setattr(R, "finetune_personal", lambda *a, **k: pytest.fail("fine-tuned"))
     assert R.refinetune(source, (0, 1, 2, 3), out, data_dir) == summary
