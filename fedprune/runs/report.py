@@ -50,7 +50,7 @@ HEADLINES: tuple[tuple[str, str, Callable[[object], str]], ...] = (
     ("k_star", "groups found (k*)", _plain),
     ("clusters_found", "clusters found", _plain),
     ("communities", "communities", _plain),
-    ("ari", "adjusted Rand index against the true groups (classes)", _plain),
+    ("ari", "adjusted Rand index against the true groups", _plain),
     ("mean_stability", "mean cluster stability between rounds", _plain),
     ("sparsity", "sparsity of the personal models", _pct),
     ("comm_mb_eq13", "communication (the paper's Eq. 13)", _mb),
