@@ -66,10 +66,10 @@ RUNS = {
 
 # TensorBoard tags each pinned run must write (fedprune.runs.events), at least
 TAGS = {
-    "fedavg": {"train_loss", "train_accuracy", "comm_mb_eq13"},
+    "fedavg": {"train_loss", "train_accuracy", "comm_mb_eq13", "test_acc"},
     "caafp": {
         "train_loss", "cluster_0/train_accuracy", "cluster_1/sparsity", "comm_mb_payload",
-        "clusters", "finetune/avg_acc", "finetune/personal_accuracy",
+        "clusters", "finetune/avg_acc", "finetune/personal_accuracy", "cluster_0/test_acc",
     },
     "caafp_block16": {"cluster_0/sparsity", "clusters", "finetune/personal_accuracy"},
     "clusterfl": {"train_loss", "primal_residual", "comm_mb_eq13"},
