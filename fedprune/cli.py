@@ -398,7 +398,7 @@ def _train(args: argparse.Namespace) -> None:
         _print_summary(summary, args)
         return
     from fedprune.api.trainer import Trainer, Workers
-    from fedprune.workers.execution import RemoteTLS
+    from fedprune.workers.execution import RemoteTLS, check_remote
 
     quiet_python_logging()
     workers = Workers(
@@ -409,6 +409,7 @@ def _train(args: argparse.Namespace) -> None:
         remote_timeout=args.remote_timeout,
         unsafe_open=_unsafe_open_workers(args),
     )
+    check_remote(workers.remote, workers.tls, workers.insecure_remote, announce=False)
     if not args.no_progress:  # the first progress bar comes after these (seconds)
         print(
             f"fedprune: {method.name} on {config.dataset}: starting TensorFlow and the TFF "

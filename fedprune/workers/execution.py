@@ -227,9 +227,18 @@ def _context_kwargs() -> dict:
     )
 
 
-def _check_remote(
-    remote_workers: tuple[str, ...], remote_tls: RemoteTLS | None, insecure_remote: bool
+def check_remote(
+    remote_workers: tuple[str, ...],
+    remote_tls: RemoteTLS | None,
+    insecure_remote: bool,
+    announce: bool = True,
 ) -> None:
+    """Refuse plain-text remote workers unless ``insecure_remote``; read the TLS files.
+
+    Raises :class:`ConfigError` (one line naming the fix) before any worker or run
+    directory is made. ``announce``: print the plain-text warning (once, where the workers
+    are installed).
+    """
     for target in remote_workers:
         _split_target(target)
     if not remote_workers:
@@ -240,6 +249,8 @@ def _check_remote(
             "--tls-cert and --tls-key (docs/engine.md 'Remote workers'), or --insecure-remote"
         )
     if remote_tls is None:
+        if not announce:
+            return
         print(
             f"fedprune: note: remote TFF worker(s) {', '.join(remote_workers)} used in plain text "
             "(--insecure-remote): anyone on the network path can read the models and run "
@@ -273,7 +284,7 @@ def install(
     if num_local_workers < 0 or (num_local_workers == 0 and not remote_workers):
         raise ValueError("need at least one local or remote TFF worker")
     remote_workers = tuple(remote_workers)
-    _check_remote(remote_workers, remote_tls, insecure_remote)
+    check_remote(remote_workers, remote_tls, insecure_remote)
     if num_local_workers and not require_sandbox(unsafe_open_workers):
         note_unsafe()
     with _lock:
