@@ -47,6 +47,14 @@ MODELS: dict[str, ModelEntry] = {
             "classification",
         ),
         ModelEntry(
+            "har_cnn_small",
+            "fedprune.models.cnn1d_small:build_har_cnn_small",
+            "small HAR 1D-CNN for microcontrollers (~4.9 k params): 3 x Conv1D 8/16/32, "
+            "global average, Dense 32, softmax",
+            ("conv1", "conv2", "conv3", "dense", "probs"),
+            "classification",
+        ),
+        ModelEntry(
             "autoencoder",
             "fedprune.models.autoencoder:build_autoencoder",
             "FedCRef's dense autoencoder d-100-64-32-64-100-d (ReLU, sigmoid output)",

@@ -32,6 +32,8 @@ def test_unknown_model_lists_the_known_ones():
     [
         ("har_cnn", ((128, 9), 6)),
         ("har_cnn", ((200, 3), 6)),
+        ("har_cnn_small", ((128, 9), 6)),
+        ("har_cnn_small", ((200, 3), 6)),
         ("autoencoder", (784,)),
         ("image_cnn", ((28, 28, 1), 10)),
         ("image_cnn_small", ((28, 28, 1), 10)),
@@ -45,6 +47,17 @@ def test_kernel_layers_are_the_built_models_prunable_layers(name, args):
     owners = [layer.name for layer in model.layers for _ in layer.trainable_weights]
     flags = prunable_mask_flags(model)
     assert tuple(n for n, f in zip(owners, flags) if f) == entry.kernel_layers
+
+
+@pytest.mark.parametrize("shape, params", [((128, 9), 4_870), ((200, 3), 4_630)])
+def test_the_small_har_model_has_the_documented_size(shape, params):
+    model = MODELS["har_cnn_small"].build(shape, 6, seed=0)
+    assert model.count_params() == params
+    # masked: one mask per prunable kernel, the shape of its kernel
+    masked = MODELS["har_cnn_small"].build(shape, 6, seed=0, masked=True)
+    for name in MODELS["har_cnn_small"].kernel_layers:
+        layer = masked.get_layer(name)
+        assert tuple(layer.kernel_constraint.mask.shape) == tuple(layer.kernel.shape)
 
 
 def test_entries_resolve_their_builders():
