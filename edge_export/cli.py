@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run_dir",
         help="a finished fedprune run directory (with summary.json); for a FedCRef run the "
         "community autoencoders are exported (formats "
-        f"{', '.join(AUTOENCODER_FORMATS)})",
+        f"{', '.join(AUTOENCODER_FORMATS)}), for a Fed-HIRE, k-FED or federated k-means run "
+        "each client's assigner (sample -> cluster; float32)",
     )
     parser.add_argument("--clients", default="all", help="'all' or comma-separated client ids")
     parser.add_argument(
@@ -71,9 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--micro",
         action="store_true",
-        help="also write each client's int8, int8-qat and int16x8 models as TFLite Micro C "
-        "arrays (.h/.cc) with their op list and tensor arena size (int8 is added if none of "
-        "them is listed)",
+        help="also write each client's int8, int8-qat and int16x8 models as TFLite Micro "
+        "projects (client<ID>/micro_<format>/: the model as C++ with its measured tensor "
+        "arena plus headroom and a function registering its ops, test vectors from the "
+        "client's test windows, and a main.cc/Makefile that builds and checks them on the "
+        "host: make TFLM_DIR=<tflm tree>); int8 is added if none of them is listed",
     )
     parser.add_argument(
         "--qat-epochs",
@@ -105,6 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="int8, int8-sparse: quantization range of the logits before the softmax; "
         "'decision' spans the training windows' lowest runner-up logit to their highest top "
         "logit (finer steps where classes are decided), 'full' their min/max (default: decision)",
+    )
+    parser.add_argument(
+        "--calibration",
+        choices=("auto", "plain", "equalized", "half-equalized"),
+        default="auto",
+        help="int8, int8-sparse: how each client's model is prepared; 'auto' converts the "
+        "candidates on four fifths of the client's training windows and keeps the one that "
+        "agrees best with Keras on the other fifth (recorded in the .json); 'equalized' / "
+        "'half-equalized' rescale the last hidden Dense layer's units (exact in float), "
+        "'plain' leaves them (default: auto)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
@@ -154,11 +167,14 @@ def _error(message: str) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     """Check every input, then import TensorFlow, export, verify and print the report."""
+    from edge_export.assigner import is_assigner_run
     from edge_export.formats import parse_formats
     from edge_export.run_models import read_deployed
     from fedprune.runs.finished import open_finished
 
     finished = open_finished(args.run_dir)
+    if is_assigner_run(finished):  # an older clustering run: one line, train it again
+        return _export_assigners(args, finished)
     community = finished.deploy.kind == "community"
     models = finished.community_models() if community else None
     deployed = None if community else read_deployed(finished, args.ft_epochs)
@@ -212,7 +228,26 @@ def _export_into(
         qat_learning_rate=args.qat_lr,
         input_scaling=args.input_scaling,
         logit_range=args.logit_range,
+        calibration=args.calibration,
     )
+    print(report_markdown(entries), end="")
+    return 0
+
+
+def _export_assigners(args: argparse.Namespace, finished: FinishedRun) -> int:
+    """A clustering run (deploy kind ``assigner``): one float32 assigner per client
+    (:mod:`edge_export.assigner`); options, clients and data are checked before TensorFlow."""
+    from edge_export.assigner import check_assigner_options, load_job
+    from edge_export.run_models import parse_clients
+
+    check_assigner_options(args.formats, args.micro)
+    job = load_job(finished.path, parse_clients(args.clients), args.data_dir)
+    out = check_out(args.out)
+    with FolderLock(out, "--out"):  # one process writes a folder at a time
+        _heavy_imports()
+        from edge_export.assigner import export_assigners, report_markdown
+
+        entries = export_assigners(job, out, progress=not args.no_progress)
     print(report_markdown(entries), end="")
     return 0
 

@@ -20,14 +20,28 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+from edge_export.calibration import (
+    CALIBRATIONS,
+    available,
+    calibration_record,
+    choose,
+    held_out_split,
+    prepare_candidate,
+)
 from edge_export.convert import sparse_tensors, to_tflite
 from edge_export.formats import MICRO_FORMATS
-from edge_export.micro import export_micro, quantize_input
-from edge_export.prepare import Prepared, device_normalization, prepare_for_format
+from edge_export.micro import export_micro_project
+from edge_export.prepare import (
+    LOGIT_RANGE_FORMATS,
+    Prepared,
+    device_normalization,
+    prepare_for_format,
+)
 from edge_export.qat import quantization_aware_finetune
 from edge_export.run_models import RunModels
 from edge_export.verify import runtime_loads, verify
 from fedprune.data.partition import ClientData
+from fedprune.errors import ConfigError
 from fedprune.quiet import native_output
 
 __all__ = ["MICRO_FORMATS", "export_run", "report_markdown", "summary_markdown"]
@@ -95,20 +109,28 @@ def export_run(
     qat_learning_rate: float = 1e-4,
     input_scaling: str = "per-channel",
     logit_range: str = "decision",
+    calibration: str = "auto",
 ) -> list[dict]:
     """Export, verify and report; returns the report entries.
 
     ``input_scaling`` and ``logit_range`` choose how post-training integer formats are
     prepared (:func:`prepare_for_format`; "per-tensor" / "full" convert the model as it is).
+    ``calibration`` picks the int8 preparation (:mod:`edge_export.calibration`): ``auto``
+    measures the candidates on held-out training windows per client, a candidate's name
+    forces it. ``<out>/predictions.csv`` holds every test window's class per format.
 
     With ``micro`` each client's int8, int8-qat and int16x8 models are also written as
-    TFLite Micro C array pairs (``client<ID>/micro_int8.{h,cc}``, ...) with their arena size.
+    TFLite Micro projects (``client<ID>/micro_int8/``, ...: the model as C++ with its arena
+    size and op registration, test vectors, a host build; :mod:`edge_export.micro.project`).
     The ``-qat`` formats convert a copy of the client's model after ``qat_epochs`` of
     quantization-aware fine-tuning on its training windows (:mod:`edge_export.qat`); every
     format is compared with the client's trained Keras model.
     """
+    if calibration not in CALIBRATIONS:
+        raise ConfigError(f"--calibration must be one of {', '.join(CALIBRATIONS)}")
     out = Path(out)
     entries = []
+    predictions: list[dict] = []
     # the bar is closed (its line ended) before an error or interrupt is reported; nothing
     # is written before the first client's model is built (a bad checkpoint fails first)
     with tqdm(
@@ -118,6 +140,8 @@ def export_run(
             client = run.client(client_id)
             trained = _reference(run.keras(client_id), client)
             qat = None
+            chosen = None  # the int8 preparation, measured once for int8 and int8-sparse
+            rows = _prediction_rows(client, trained)
             for fmt in formats:
                 if "-qat" in fmt and qat is None:
                     seed = int(run.config.get("seed", 0)) * 1000 + client_id
@@ -130,19 +154,82 @@ def export_run(
                     aware = {"epochs": qat_epochs, "learning_rate": qat_learning_rate}
                     prepared = Prepared(qat.model)
                     entry = _export_one(run, client_id, fmt, prepared, qat, trained, out, aware)
+                elif fmt in LOGIT_RANGE_FORMATS:
+                    if chosen is None:
+                        seed = int(run.config.get("seed", 0)) * 1000 + client_id
+                        chosen = _calibration(
+                            trained.model, client, seed, calibration, input_scaling, logit_range
+                        )
+                    prepared = prepare_candidate(
+                        trained.model, chosen["chosen"], fmt, client.x_train,
+                        input_scaling, logit_range,
+                    )  # fmt: skip
+                    entry = _export_one(
+                        run, client_id, fmt, prepared, trained, trained, out, calibration=chosen
+                    )
                 else:
                     prepared = prepare_for_format(
                         trained.model, fmt, client.x_train, input_scaling, logit_range
                     )
                     entry = _export_one(run, client_id, fmt, prepared, trained, trained, out)
+                predicted = entry.pop("predictions")
+                for row, value in zip(rows, predicted):
+                    row[fmt] = int(value)
                 if micro and fmt in MICRO_FORMATS:
                     entry.update(_micro(out, entry, client, prepared))
                 entries.append(entry)
                 bar.update()
+            predictions.extend(rows)
     out.mkdir(parents=True, exist_ok=True)
+    _write_predictions(out / PREDICTIONS, predictions, formats)
     (out / "export_report.json").write_text(json.dumps(entries, indent=2) + "\n")
     (out / "export_report.md").write_text(report_markdown(entries))
     return entries
+
+
+PREDICTIONS = "predictions.csv"
+
+
+def _calibration(
+    model: tf.keras.Model,
+    client: ClientData,
+    seed: int,
+    calibration: str,
+    input_scaling: str,
+    logit_range: str,
+) -> dict:
+    """The client's int8 preparation: measured (``auto``) or the one named."""
+    if calibration != "auto":
+        if calibration not in available(model):
+            raise ConfigError(
+                f"--calibration {calibration} needs a ReLU Dense layer before the output "
+                f"layer; choose from {', '.join(['auto', *available(model)])}"
+            )
+        return calibration_record(calibration, {}, 0)
+    best, measured = choose(model, "int8", client.x_train, seed, input_scaling, logit_range)
+    held_out = len(held_out_split(len(client.x_train), seed)[1]) if measured else 0
+    return calibration_record(best, measured, held_out)
+
+
+def _prediction_rows(client: ClientData, trained: _Reference) -> list[dict]:
+    """One row per test window of ``client``: its label and Keras' class."""
+    keras = trained.probs.argmax(-1)
+    return [
+        {"client": client.client_id, "window": i, "label": int(y), "keras": int(k)}
+        for i, (y, k) in enumerate(zip(client.y_test, keras))
+    ]
+
+
+def _write_predictions(path: Path, rows: list[dict], formats: Sequence[str]) -> None:
+    """``predictions.csv``: client, test window (index in the client's test windows),
+    label, Keras' class and each format's class, so a device's outputs can be compared
+    window by window."""
+    import csv
+
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, ["client", "window", "label", "keras", *formats])
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _export_one(
@@ -154,9 +241,11 @@ def _export_one(
     trained: _Reference,
     out: Path,
     quantization_aware: dict | None = None,
+    calibration: dict | None = None,
 ) -> dict:
     """Convert ``prepared`` (made from ``source``), write the file and its metadata, verify
-    it against ``trained``."""
+    it against ``trained``. The entry's ``predictions`` (each test window's class) are for
+    the caller to take out."""
     client = run.client(client_id)
     content = to_tflite(prepared.model, fmt, prepared.inputs(client.x_train))
     path = out / f"client{client_id}" / f"{fmt}.tflite"
@@ -165,6 +254,8 @@ def _export_one(
     meta = _metadata(run, client_id, fmt, content, prepared)
     if quantization_aware is not None:
         meta["quantization_aware"] = quantization_aware
+    if calibration is not None:
+        meta["calibration"] = calibration
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
     check = verify(content, trained.probs, prepared.inputs(client.x_test), client.y_test)
     entry = {
@@ -187,7 +278,11 @@ def _export_one(
         "tflite_runtime_loads": runtime_loads(content),
         "input_scaling": meta["input_scaling"],
         "logit_range": meta["logit_range"],
+        "tied_windows": check.tied_windows,
+        "predictions": check.predictions,
     }
+    if calibration is not None:
+        entry["calibration"] = calibration["chosen"]
     if source is not trained:  # a fine-tuned copy: also compare with the model converted
         entry["qat_keras_acc"] = source.acc
         entry["qat_agreement"] = float(np.mean(check.predictions == source.probs.argmax(-1)))
@@ -195,78 +290,124 @@ def _export_one(
 
 
 def _micro(out: Path, entry: dict, client: ClientData, prepared: Prepared) -> dict:
-    """The TFLite Micro C array pair of an exported file, and its report fields."""
+    """The TFLite Micro project of an exported file (``client<ID>/micro_<format>/``: model
+    files, test vectors from the client's test windows, host build), and its report fields."""
     path = out / entry["path"]
     content = path.read_bytes()
-    stem = path.parent / f"micro_{entry['format'].replace('-', '_')}"
-    sample = quantize_input(content, prepared.inputs(client.x_test[:1]))
-    arena = export_micro(
-        content, stem, f"client{entry['client']}_model", sample,
-        device_normalization(client, prepared.scaling),
+    meta = json.loads(path.with_suffix(".json").read_text())
+    fmt = entry["format"].replace("-", "_")
+    project = export_micro_project(
+        content, path.parent / f"micro_{fmt}", f"client{entry['client']}_{fmt}",
+        prepared.inputs(client.x_test), meta["labels"], client.y_test, meta["normalization"],
+        title=f"client {entry['client']}'s {entry['format']} model",
     )  # fmt: skip
+    latency = {} if project.latency_ms is None else {"micro_latency_ms": project.latency_ms}
     return {
-        "micro_path": str(stem.with_suffix(".cc").relative_to(out)),
-        "micro_ops": arena.ops,
-        "micro_arena_bytes": arena.arena_bytes,
-        "micro_arena_measured": arena.arena_measured,
+        **latency,
+        "micro_path": str(project.source.relative_to(out)),
+        "micro_project": str(project.folder.relative_to(out)),
+        "micro_ops": project.ops,
+        "micro_arena_bytes": project.arena_bytes,
+        "micro_arena_headroom_bytes": project.headroom_bytes,
+        "micro_arena_measured": project.arena_measured,
     }
 
 
 def report_markdown(entries: Sequence[dict]) -> str:
-    """The report as a Markdown table."""
+    """The report as Markdown: one row per file, one per format, and the device budget."""
     head = (
-        "| client | format | KB | gzip KB | sparse stored | Keras acc | TFLite acc | Δ acc "
-        "| agreement | flipped | max Δp | ms XNNPACK | ms reference | micro arena |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| client | format | KB | gzip KB | sparse stored | int8 preparation | Keras acc "
+        "| TFLite acc | Δ acc | agreement | flipped (tied) | max Δp | ms XNNPACK | ms reference "
+        "| tflite-runtime | micro arena |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = "".join(
         f"| {e['client']} | {e['format']} | {e['bytes'] / 1024:.1f} | {e['gzip_bytes'] / 1024:.1f} "
-        f"| {'yes' if e['sparse_encoded'] else 'no'} "
+        f"| {'yes' if e['sparse_encoded'] else 'no'} | {e.get('calibration', '')} "
         f"| {e['keras_acc']:.4f} | {e['tflite_acc']:.4f} | {e['acc_delta']:+.4f} "
         f"| {e['agreement']:.4f} | {_flipped(e)} | {e['max_prob_diff']:.4f} "
         f"| {e['latency_ms']:.3f} "
-        f"| {e['latency_ref_ms']:.3f} | {_arena(e)} |\n"
+        f"| {e['latency_ref_ms']:.3f} | {_runtime(e)} | {_arena(e)} |\n"
         for e in entries
     )
-    return head + rows + summary_markdown(entries)
+    return head + rows + summary_markdown(entries) + budget_markdown(entries)
 
 
 def summary_markdown(entries: Sequence[dict]) -> str:
-    """One line per format over all clients: sizes, accuracy change, flips, latency, arena."""
+    """One line per format over all clients: sizes, accuracy change, flips (and ties), the
+    most test windows one client lost, latency, arena."""
     lines = [
         "\n| format | files | KB min / median / max | gzip KB median | Δ acc min / max (pp) "
-        "| flipped (clients > 1 pp) | ms XNNPACK | ms reference | micro arena max |\n",
-        "|---|---|---|---|---|---|---|---|---|\n",
+        "| flipped (tied; clients > 1 pp) | most windows lost by a client | ms XNNPACK "
+        "| ms reference | micro arena max |\n",
+        "|---|---|---|---|---|---|---|---|---|---|\n",
     ]
     for fmt in dict.fromkeys(e["format"] for e in entries):
         group = [e for e in entries if e["format"] == fmt]
         kb = [e["bytes"] / 1024 for e in group]
         delta = [100 * e["acc_delta"] for e in group]
         flipped = sum(e.get("flipped_windows", 0) for e in group)
+        tied = sum(e.get("tied_windows", 0) for e in group)
         windows = sum(e.get("test_windows", 0) for e in group)
         flips = f"{flipped}/{windows}" if windows else "?"
         over = sum(abs(d) > 1.0 for d in delta)
+        lost = max(round(-e["acc_delta"] * e.get("test_windows", 0)) for e in group)
         arenas = [e["micro_arena_bytes"] for e in group if "micro_arena_bytes" in e]
         arena = f"{max(arenas) / 1024:.1f} KB" if arenas else ""
         lines.append(
             f"| {fmt} | {len(group)} | {min(kb):.1f} / {np.median(kb):.1f} / {max(kb):.1f} "
             f"| {np.median([e['gzip_bytes'] for e in group]) / 1024:.1f} "
-            f"| {min(delta):+.1f} / {max(delta):+.1f} | {flips} ({over}) "
+            f"| {min(delta):+.1f} / {max(delta):+.1f} | {flips} ({tied}; {over}) | {max(lost, 0)} "
             f"| {np.median([e['latency_ms'] for e in group]):.3f} "
             f"| {np.median([e['latency_ref_ms'] for e in group]):.3f} | {arena} |\n"
         )
     return "".join(lines)
 
 
+def budget_markdown(entries: Sequence[dict]) -> str:
+    """Per format, what a device must hold: the model in flash, the tensor arena in RAM
+    (with ``--micro``: measured with TFLite Micro, plus headroom) and the time per window of
+    TFLite Micro's reference kernels on this host (``--micro``)."""
+    lines = [
+        "\n| format | flash: model KB (max) | RAM: arena KB (max, with headroom) "
+        "| TFLite Micro ms per window on this host (median) |\n",
+        "|---|---|---|---|\n",
+    ]
+    for fmt in dict.fromkeys(e["format"] for e in entries):
+        group = [e for e in entries if e["format"] == fmt]
+        arena = [
+            e["micro_arena_bytes"] + e.get("micro_arena_headroom_bytes", 0)
+            for e in group
+            if "micro_arena_bytes" in e
+        ]
+        tflm = [e["micro_latency_ms"] for e in group if "micro_latency_ms" in e]
+        lines.append(
+            f"| {fmt} | {max(e['bytes'] for e in group) / 1024:.1f} "
+            f"| {f'{max(arena) / 1024:.1f}' if arena else '(--micro)'} "
+            f"| {f'{np.median(tflm):.3f}' if tflm else '(--micro)'} |\n"
+        )
+    return "".join(lines)
+
+
+def _runtime(entry: dict) -> str:
+    """Whether the tflite-runtime interpreter (Raspberry Pi, Android) loads and runs it."""
+    loads = entry.get("tflite_runtime_loads")
+    return "not installed" if loads is None else ("loads" if loads else "fails")
+
+
 def _flipped(entry: dict) -> str:
     """Test windows whose predicted class differs from Keras, of all the client's windows."""
     if "flipped_windows" not in entry:
         return ""
-    return f"{entry['flipped_windows']}/{entry['test_windows']}"
+    tied = f" ({entry['tied_windows']})" if "tied_windows" in entry else ""
+    return f"{entry['flipped_windows']}/{entry['test_windows']}{tied}"
 
 
 def _arena(entry: dict) -> str:
     if "micro_arena_bytes" not in entry:
         return ""
     kb = entry["micro_arena_bytes"] / 1024
-    return f"{kb:.1f} KB" + ("" if entry["micro_arena_measured"] else " (upper bound)")
+    text = f"{kb:.1f} KB" + ("" if entry["micro_arena_measured"] else " (upper bound)")
+    if "micro_arena_headroom_bytes" in entry:
+        text += f" + {entry['micro_arena_headroom_bytes'] / 1024:.1f} KB headroom"
+    return text

@@ -3,8 +3,9 @@
 What is deployed comes from the run's ``deploy`` manifest (:mod:`fedprune.runs.deploy`), never
 from its method: kind ``global`` gives the one global model to every client, ``personal`` each
 client's model after ``--ft-epochs`` of fine-tuning (with its cluster's kernel masks when the
-run was pruned); ``community`` runs (FedCRef's autoencoders) go to
-:mod:`edge_export.autoencoders`. The client data is loaded again from the manifest's recipe
+run was pruned), ``clustered`` (AS-CFL, CFL, IFCA) each client its cluster's final model;
+``community`` runs (FedCRef's autoencoders) go to :mod:`edge_export.autoencoders`. The client
+data is loaded again from the manifest's recipe
 (:func:`fedprune.data.registry.load_recorded`), the architecture is rebuilt from the model
 table (:mod:`fedprune.models.table`) with the manifest's input shape and labels, or, for a run
 of your own model, from the run's ``model.json`` (:mod:`fedprune.models.user`).
@@ -26,9 +27,9 @@ from fedprune.data.registry import load_recorded
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.table import ModelEntry, model_entry
 from fedprune.models.user import is_user_model
-from fedprune.runs import names
+from fedprune.runs import artefacts, names
 from fedprune.runs.deploy import DeployManifest
-from fedprune.runs.files import RETRAIN
+from fedprune.runs.files import RETRAIN, damaged
 from fedprune.runs.finished import FinishedRun, open_finished
 
 if TYPE_CHECKING:
@@ -39,9 +40,10 @@ if TYPE_CHECKING:
 class DeployedWeights:
     """What a run deploys, read and checked before its data is loaded.
 
-    Exactly one of ``shared`` (kind ``global``: every client's model) and ``personal`` (kind
-    ``personal``: by client id) is set. ``masks`` / ``clusters``: a pruned run's kernel masks
-    per cluster and each client's cluster. ``source_file`` is the file the weights came from,
+    Exactly one of ``shared`` (kind ``global``: every client's model) and ``personal`` (kinds
+    ``personal`` and ``clustered``: by client id) is set. ``masks`` / ``clusters``: a pruned
+    run's kernel masks per cluster and each client's cluster (a ``clustered`` run's clusters,
+    without masks). ``source_file`` is the file the weights came from,
     ``source`` says so in words for the report (e.g. ``checkpoint.npz (global model)``).
     """
 
@@ -83,13 +85,15 @@ def read_deployed(run: FinishedRun, ft_epochs: int | None = None) -> DeployedWei
     """Read and check the deployed weights of ``run`` (no data, no TensorFlow).
 
     ``ft_epochs`` picks the personal models after that many fine-tuning epochs (default: the
-    longest the run has); it is ignored for a ``global`` run. A missing or damaged file is a
-    :class:`DataError` naming it.
+    longest the run has); it is ignored for a ``global`` or ``clustered`` run. A missing or
+    damaged file is a :class:`DataError` naming it.
     """
     manifest = run.deploy
     if manifest.kind == "community":
         raise ConfigError(f"{run.path}: a FedCRef run; its autoencoders are exported apart")
     classifier_entry(run, manifest)
+    if manifest.kind == "clustered":
+        return _cluster_models(run, manifest)
     if manifest.kind == "global":
         file = names.CHECKPOINT
         return DeployedWeights(
@@ -101,6 +105,24 @@ def read_deployed(run: FinishedRun, ft_epochs: int | None = None) -> DeployedWei
     return DeployedWeights(
         run, manifest, file, file, personal=personal, masks=cluster_masks, clusters=clusters
     )
+
+
+def _cluster_models(run: FinishedRun, manifest: DeployManifest) -> DeployedWeights:
+    """Each client's weights of a ``clustered`` run: its cluster's final model."""
+    file = str(manifest.models)
+    if not (run.path / file).exists():
+        raise DataError(
+            f"{run.path / file} is missing: the run's cluster models are gone (only training "
+            "writes them); restore the file, or train again into a new --out and export that run"
+        )
+    models = artefacts.read_cluster_models(run.path, file)
+    clusters = artefacts.read_clusters(run.path)
+    unknown = sorted(set(clusters.values()) - set(models))
+    if unknown:
+        raise damaged(run.path / file, KeyError(f"no model of cluster(s) {unknown}"))
+    personal = {client: models[cluster] for client, cluster in clusters.items()}
+    source = f"{file} (each client's cluster's model, clusters in {names.CLUSTERS})"
+    return DeployedWeights(run, manifest, file, source, personal=personal, clusters=clusters)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,10 +197,13 @@ def load_run(
     run, manifest = deployed.run, deployed.manifest
     data = load_recorded(manifest.data, data_dir)
     if not isinstance(data, FederatedData):
-        raise DataError(f"{run.path}: its data recipe does not give HAR clients; {RETRAIN}")
+        raise DataError(
+            f"{run.path}: its data recipe does not give classifier clients (HAR windows or "
+            f"images); {RETRAIN}"
+        )
     if tuple(data.input_shape) != tuple(manifest.input_shape):
         raise DataError(
-            f"{run.path}: the run's model takes {manifest.input_shape} windows, the data "
+            f"{run.path}: the run's model takes {manifest.input_shape} inputs, the data "
             f"{tuple(data.input_shape)}; pass the --data-dir the run was trained on"
         )
     if manifest.labels is not None and tuple(data.class_names) != tuple(manifest.labels):
@@ -192,6 +217,11 @@ def load_run(
         return RunModels(*common, weights, deployed.source, deployed.source_file)
     personal = deployed.personal or {}
     lacking = [c.client_id for c in data.clients if c.client_id not in personal]
+    if lacking and manifest.kind == "clustered":
+        raise DataError(
+            f"{run.path / names.CLUSTERS} assigns no cluster to client(s) {lacking}; pass the "
+            "--data-dir the run was trained on"
+        )
     if lacking:
         raise DataError(
             f"{run.path / deployed.source_file} has no model of client(s) {lacking}; pass the "

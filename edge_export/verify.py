@@ -19,6 +19,7 @@ class Verification:
     latency_ms: float  # median per-window invoke time, XNNPACK
     latency_ref_ms: float  # the same with the reference kernels
     predictions: np.ndarray | None = None  # the TFLite class of every window
+    tied_windows: int = 0  # windows whose largest output is shared by two classes
 
 
 def runtime_loads(model_content: bytes) -> bool | None:
@@ -90,6 +91,7 @@ def verify(
     probs, latency = run_tflite(model_content, x)
     _, latency_ref = run_tflite(model_content, x[:50], reference_kernels=True)
     pred = probs.argmax(-1)
+    top = probs.max(axis=-1, keepdims=True)
     return Verification(
         tflite_acc=float(np.mean(pred == y)),
         agreement=float(np.mean(pred == keras_probs.argmax(-1))),
@@ -97,4 +99,5 @@ def verify(
         latency_ms=latency,
         latency_ref_ms=latency_ref,
         predictions=pred,
+        tied_windows=int(np.sum((probs == top).sum(axis=-1) > 1)),
     )

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.algorithms.fedhire import fed_hire
-from fedprune.algorithms.fedhire.partition import make_split
+from fedprune.data.table_partition import make_split
 from fedprune.data.uci_tabular import load_tabular
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)

@@ -61,13 +61,15 @@ class Method:
 
 _IMAGE_FILES = (
     "Writes config.json, metrics.csv (per round: accuracy, clusters, ARI against the rotation "
-    "groups, stability, bytes), checkpoint.npz and summary.json to --out; resumable."
+    "groups, stability, bytes), clusters.json, cluster_models.npz (each cluster's final "
+    "model, for edge-export) and summary.json to --out; resumable."
 )
 _IMAGE_RUNNER = "fedprune.algorithms.ascfl.experiment:run_clustered_images"
 _HAR_FILES = "Writes config.json, metrics.csv, checkpoint.npz and summary.json to --out."
 _PIPELINE_FILES = (
-    "config.json, metrics.csv (per round and cluster), clusters.json, masks.npz, "
-    "cluster_models.npz, personal_ft<E>.npz and summary.json in --out; resumable like every run."
+    "config.json, metrics.csv (per round and cluster), clusters.json (and with --clusters "
+    "auto cluster_choice.json), masks.npz, cluster_models.npz, personal_ft<E>.npz and "
+    "summary.json in --out; resumable like every run."
 )
 _PIPELINE_RUNNER = "fedprune.algorithms.pipeline.compose:run_method"
 _PIPELINE_START = "fedprune.algorithms.pipeline.compose:finetune_start"

@@ -51,6 +51,12 @@ def _user_npz(tmp: Path, finished: Path) -> None:
     np.savez(tmp / "mine.npz", x=x, y=y, client_id=ids)
 
 
+def _one_client_npz(tmp: Path, finished: Path) -> None:
+    """Your own windows of one client as TMP/one.npz."""
+    x = np.random.default_rng(0).normal(size=(40, 16, 3)).astype(np.float32)
+    np.savez(tmp / "one.npz", x=x, y=np.tile([0, 1], 20), client_id=np.ones(40, np.int64))
+
+
 def _file_as_out(tmp: Path, finished: Path) -> None:
     (tmp / "a-file").write_text("not a directory\n")
 
@@ -225,6 +231,46 @@ CASES = {
         _nothing,
         CAAFP + ["--clusters", "40"],
         "--clusters must be at most 6",
+    ),
+    "clusters 0": (
+        _nothing,
+        CAAFP + ["--clusters", "0"],
+        "--clusters must be an integer K >= 1 or auto, got 0",
+    ),
+    "clusters neither a number nor auto": (
+        _nothing,
+        CAAFP + ["--clusters", "many"],
+        "--clusters: expected an integer K >= 1 or auto, got 'many'",
+    ),
+    "max clusters 1": (
+        _nothing,
+        CAAFP + ["--clusters", "auto", "--max-clusters", "1"],
+        "--max-clusters must be an integer >= 2, got 1",
+    ),
+    "max clusters without auto": (
+        _nothing,
+        CAAFP + ["--max-clusters", "4"],
+        "--max-clusters: not used by `fedprune train caafp` with the options given",
+    ),
+    "max clusters above the clients": (
+        _nothing,
+        CAAFP + ["--clusters", "auto", "--max-clusters", "6"],
+        "--max-clusters must be at most 5 (uci_har's clients - 1: the silhouette scores K up "
+        "to N - 1), got 6",
+    ),
+    "clusters auto with one client": (
+        _one_client_npz,
+        CAAFP[:2]
+        + ["--dataset", "TMP/one.npz"]
+        + CAAFP[4:]
+        + ["--clusters", "auto", "--clients-per-round", "1"],
+        "--clusters auto needs at least 3 clients to choose K (the silhouette scores "
+        "K = 2..N - 1), one.npz's clients are 1; give --clusters 1",
+    ),
+    "cluster signal unknown": (
+        _nothing,
+        CAAFP + ["--cluster-signal", "gradients"],
+        "--cluster-signal: invalid choice: 'gradients'",
     ),
     "nan in UCI-HAR": (
         _nan_in_uci_har,

@@ -55,12 +55,16 @@ class Result:
 
     def weights(self, ft_epochs: int | None = None) -> dict[int, list[np.ndarray]]:
         """Each client's deployed weights, by client id: its personal model after
-        ``ft_epochs`` of fine-tuning (default: the longest) for methods that fine-tune, the
-        global model for FedAvg."""
+        ``ft_epochs`` of fine-tuning (default: the longest) for methods that fine-tune, its
+        cluster's final model for AS-CFL, CFL and IFCA, the global model for FedAvg."""
         run = self.run
         manifest = run.deploy
         if manifest.kind == "personal":
             return run.personal_models(ft_epochs)[1]
+        if manifest.kind == "clustered":
+            models = artefacts.read_cluster_models(self.path, str(manifest.models))
+            clusters = artefacts.read_clusters(self.path)
+            return {c: [w.copy() for w in models[k]] for c, k in sorted(clusters.items())}
         if manifest.kind == "global":
             shared = run.global_model()
             clients = self.summary.get("client_acc", {})

@@ -95,6 +95,9 @@ def _check_model(name: str, value: str) -> str:
     )
 
 
+# --clusters K or auto: the parse and rule of the pipeline's option (fedprune.configs.har)
+_AUTO_CLUSTERS = har.clusters(4, auto=True)
+
 # --scale: (model, rounds, local epochs)
 SCALES = {"scaled": ("image_cnn_small", 30, 1), "paper": ("image_cnn", 100, 10)}
 
@@ -249,7 +252,21 @@ class ClusteredImageConfig(Config):
         None, help="DP: L2 clip of each update", rule=optional(POSITIVE), default_text="no clipping"
     )
     noise_multiplier: float = param(0.0, help="DP: Gaussian noise multiplier z", rule=interval(0))
-    clusters: int = param(4, help="clusters K (cfl-fixed, ifca)", rule=count())
+    clusters: int | str = param(
+        4,
+        help="clusters K (cfl-fixed, ifca), or auto: K and the first clusters chosen before "
+        "round 1 from the clients' one-epoch updates by the largest mean silhouette, 1 when "
+        f"none reaches {har.MIN_SILHOUETTE:g} (see --max-clusters)",
+        rule=_AUTO_CLUSTERS.metadata["rule"],
+        parse=_AUTO_CLUSTERS.metadata["parse"],
+        metavar=_AUTO_CLUSTERS.metadata["metavar"],
+    )
+    max_clusters: int = param(
+        8,
+        help="with --clusters auto: the most clusters tried (K = 2..min(this, clients - 1))",
+        rule=count(2),
+        metavar="K",
+    )
     eps1: float = param(
         0.4, help="CFL: split when the mean update norm is below this", rule=POSITIVE
     )
@@ -259,7 +276,7 @@ class ClusteredImageConfig(Config):
     dataset_sha256: str | None = har.dataset_sha256()
 
     def unused_fields(self) -> frozenset[str]:
-        unused = {"clusters", "eps1", "eps2"}  # the baselines' options
+        unused = {"clusters", "max_clusters", "eps1", "eps2"}  # the baselines' options
         if not self.has_late_clients:  # nobody misses the round that forms the clusters
             unused.add("late_clients")
         return frozenset(unused) | self._partition_unused()
@@ -289,6 +306,8 @@ class ClusteredImageConfig(Config):
         if recorded["dataset_sha256"] is None:  # a built-in dataset's runs record none
             del recorded["dataset_sha256"]
         recorded.update(self._recorded_unused())
+        if "max_clusters" in self.unused_fields():  # read only with --clusters auto
+            recorded.pop("max_clusters")  # so runs made before the option resume
         later = (
             ("em_space", "raw"),
             ("singletons", "keep"),
@@ -354,6 +373,12 @@ class ClusteredImageConfig(Config):
             )
         if self.noise_multiplier > 0 and self.clip_norm is None:
             raise ConfigError("--noise-multiplier needs --clip-norm (the sensitivity)")
+        if self.clusters == har.AUTO and "clusters" in self.unused_fields():
+            raise ConfigError(
+                f"--clusters auto: {self.method} adapts its number of clusters itself as it "
+                "trains; --clusters auto chooses K for the methods with a fixed K (cfl-fixed, "
+                "ifca); leave --clusters out"
+            )
         if self.reporting_clients < 1:
             raise ConfigError(
                 f"--client-dropout {self.client_dropout:g} leaves none of the "
@@ -370,7 +395,32 @@ class _BaselineConfig(ClusteredImageConfig):
     (clusters are formed every round)."""
 
     def unused_fields(self) -> frozenset[str]:
-        return ASCFL_OPTIONS | {"clusters", "eps1", "eps2"} | self._partition_unused()
+        unused = {"clusters", "max_clusters", "eps1", "eps2"}
+        return ASCFL_OPTIONS | unused | self._partition_unused()
+
+    def _k_unused(self) -> frozenset[str]:
+        """The unused fields of a method with a fixed K (cfl-fixed, ifca): ``--clusters`` is
+        used, ``--max-clusters`` only with ``--clusters auto``."""
+        used = {"clusters", "max_clusters"} if self.clusters == har.AUTO else {"clusters"}
+        return _BaselineConfig.unused_fields(self) - used
+
+    def _check_choosable(self) -> None:
+        """``--clusters auto`` on ``--clients`` N: the silhouette scores K = 2..N - 1 only,
+        so at least 3 clients and ``--max-clusters`` at most N - 1 (the pipeline's checks,
+        :func:`fedprune.algorithms.pipeline.compose.check_choosable`); one ConfigError line,
+        before anything is made."""
+        n = self.num_clients
+        if n < 3:
+            raise ConfigError(
+                f"--clusters auto needs at least 3 clients to choose K (the silhouette scores "
+                f"K = 2..N - 1), --clients is {n}; give --clusters 1" + (" or 2" if n == 2 else "")
+            )
+        check_at_most(
+            "max_clusters",
+            self.max_clusters,
+            n - 1,
+            f"--clients {n} - 1: the silhouette scores K up to N - 1",
+        )
 
     def _recorded_unused(self) -> dict:
         unused = self.unused_fields()
@@ -401,13 +451,16 @@ class CFLFixedConfig(_BaselineConfig):
     method: str = har.method("cfl-fixed")
 
     def unused_fields(self) -> frozenset[str]:
-        return super().unused_fields() - {"clusters"}
+        return self._k_unused()
 
     def check(self) -> None:
         super().check()
+        auto = self.clusters == har.AUTO
+        if auto:
+            self._check_choosable()
         check_at_most(  # K clusters of the clients that report
-            "clusters",
-            self.clusters,
+            "max_clusters" if auto else "clusters",
+            self.max_clusters if auto else self.clusters,
             self.reporting_clients,
             f"the clients reporting in a round: --clients {self.num_clients}, "
             f"--client-dropout {self.client_dropout:g}",
@@ -421,9 +474,11 @@ class IFCAConfig(_BaselineConfig):
     method: str = har.method("ifca")
 
     def unused_fields(self) -> frozenset[str]:
-        return super().unused_fields() - {"clusters"}
+        return self._k_unused()
 
     def check(self) -> None:
         super().check()
-        # more models than clients: some could never be chosen
-        check_at_most("clusters", self.clusters, self.num_clients, "--clients")
+        if self.clusters == har.AUTO:
+            self._check_choosable()
+        else:  # more models than clients: some could never be chosen
+            check_at_most("clusters", self.clusters, self.num_clients, "--clients")

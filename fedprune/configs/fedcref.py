@@ -16,13 +16,30 @@ that client's ``y``), and the simulation's options (``--split``, ``--clients``,
 to ``dirty`` for the built-in datasets (the paper's simulation) and to ``kmeans-ae`` for your
 own file (the dirty init simulates a clustering from the classes ``y``; ``--local-k`` is then
 not used, K_i being each client's number of classes).
+
+``--local-k auto`` (built-in datasets and your own file): every client chooses its K_i from
+its own data, the largest mean silhouette of its k-means clusterings with K = 2 ..
+``--max-local-k`` (:mod:`fedprune.algorithms.fedcref.local_k`). It needs the real initial
+clustering, ``--init kmeans-ae`` (then the default ``--init``); the dirty init simulates a
+clustering of each client's classes, whose count it takes as K_i, so the two are refused
+together.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from fedprune.checks import FRACTION, POSITIVE, SEED, Rule, count, interval, one_of, optional
+from fedprune.checks import (
+    FRACTION,
+    POSITIVE,
+    SEED,
+    Rule,
+    check_count,
+    count,
+    interval,
+    one_of,
+    optional,
+)
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
 from fedprune.configs.protocol import builtin_or_user_file, is_user_file
@@ -36,6 +53,8 @@ DEFAULT_MODEL = "autoencoder"
 SIMULATION_FIELDS = frozenset(
     {"split", "num_clients", "samples_per_class", "overlap", "max_classes"}
 )
+AUTO = har.AUTO  # --local-k auto: each client's K_i chosen from its data
+DEFAULT_MAX_LOCAL_K = 10
 
 
 def _check_model(name: str, value: str) -> str:
@@ -47,28 +66,63 @@ def _check_model(name: str, value: str) -> str:
     )
 
 
-def default_init(dataset: str) -> str:
+def default_init(dataset: str, local_k: int | str | None = None) -> str:
     """``--init`` when it is not given: ``dirty`` (the paper's simulated start) for a built-in
-    dataset, ``kmeans-ae`` (an unsupervised start) for your own file."""
-    return "kmeans-ae" if is_user_file(dataset) else "dirty"
+    dataset, ``kmeans-ae`` (an unsupervised start) for your own file or with ``--local-k
+    auto`` (K_i chosen from the data needs a real clustering)."""
+    return "kmeans-ae" if is_user_file(dataset) or local_k == AUTO else "dirty"
+
+
+def _parse_local_k(text: str) -> int | str:
+    if text == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"expected an integer K >= 2 or {AUTO}, got {text!r}") from None
+
+
+def _check_local_k(name: str, value: int | str) -> int | str:
+    if value == AUTO:
+        return value
+    if isinstance(value, str):
+        raise ConfigError(f"--local-k must be an integer >= 2 or {AUTO}, got {value!r}")
+    return check_count(name, value, 2)
 
 
 def _unused(config: SystemConfig) -> frozenset[str]:
-    """The fields of the system part ``config`` does not use (module docstring)."""
+    """The fields of the system part ``config`` does not use (module docstring): a given
+    ``--local-k K`` is read for your own file only (with ``--init kmeans-ae``), ``--local-k
+    auto`` everywhere (with ``--init dirty`` it is refused, :func:`_check`), ``--max-local-k``
+    only with ``--local-k auto``."""
     unused = set() if config.init == "dirty" else {"dirtiness"}
+    auto = config.local_k == AUTO
     if is_user_file(config.dataset):
         unused |= SIMULATION_FIELDS
-        if config.init == "dirty":  # K_i is each client's number of classes
+        if config.init == "dirty" and not auto:  # K_i is each client's number of classes
             unused.add("local_k")
-    else:
+    elif not auto:
         unused.add("local_k")
+    if not auto:
+        unused.add("max_local_k")
     return frozenset(unused)
+
+
+def _check(config: Config) -> None:
+    """``--local-k auto`` chooses K_i for the k-means start; the dirty start takes each
+    client's classes as its clusters, so the two cannot go together."""
+    if config.local_k == AUTO and config.init == "dirty":
+        raise ConfigError(
+            "--local-k auto chooses each client's K_i for the k-means initial clustering, "
+            "but --init dirty simulates a clustering of the client's classes (K_i = its "
+            "classes); use --init kmeans-ae"
+        )
 
 
 def _settle_init(config: Config) -> None:
     """An unset ``init`` becomes :func:`default_init` of the dataset (before the rules)."""
     if config.init is None:
-        config._set("init", default_init(config.dataset))
+        config._set("init", default_init(config.dataset, config.local_k))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,9 +147,9 @@ class SystemConfig(Config):
     init: str | None = param(
         None,
         help="initial local clustering: simulated dirty uniform, or k-means on autoencoder "
-        "codes with K_i given",
+        "codes with K_i given (or chosen, --local-k auto)",
         rule=one_of(INITS),
-        default_text="dirty; kmeans-ae for your own PATH.npz",
+        default_text="dirty; kmeans-ae for your own PATH.npz or with --local-k auto",
     )
     dirtiness: float = param(
         0.3, help="misassigned fraction for --init dirty", rule=interval(0, 1, high_open=True)
@@ -106,11 +160,22 @@ class SystemConfig(Config):
         rule=optional(count(2)),
         default_text="K_G/2, the paper",
     )
-    local_k: int | None = param(
+    local_k: int | str | None = param(
         None,
-        help="local clusters K_i of every client of your own PATH.npz",
-        rule=optional(count(2)),
+        help="local clusters K_i of every client of your own PATH.npz, or auto: each "
+        "client (built-in datasets too) chooses its K_i by the largest mean silhouette of its "
+        "k-means clusterings with K = 2..--max-local-k (needs --init kmeans-ae, then the "
+        "default)",
+        rule=optional(Rule(_check_local_k, f"K >= 2 or {AUTO}")),
+        parse=_parse_local_k,
         default_text="the classes in each client's y",
+    )
+    max_local_k: int = param(
+        DEFAULT_MAX_LOCAL_K,
+        help="with --local-k auto: the most local clusters a client tries (K_i = 2..this); "
+        "every client needs at least this + 1 samples",
+        rule=count(2),
+        metavar="K",
     )
     dataset_sha256: str | None = har.dataset_sha256()
 
@@ -120,6 +185,9 @@ class SystemConfig(Config):
 
     def unused_fields(self) -> frozenset[str]:
         return _unused(self)
+
+    def check(self) -> None:
+        _check(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +235,9 @@ class _FedCRefRun(Config):
     def unused_fields(self) -> frozenset[str]:
         return _unused(self)
 
+    def check(self) -> None:
+        _check(self)
+
     def _part(self, part: type) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(part)}
 
@@ -182,13 +253,15 @@ class _FedCRefRun(Config):
         """``config.json``'s dict: ``{"method": "fedcref", **system, **algorithm}``, with the
         fields added later left out where they have the value runs had before they existed,
         so those run directories still match: an unset ``max_classes``, ``local_k`` unset or
-        unused (the built-in datasets), no ``dataset_sha256`` (a built-in dataset) and the
-        paper's ``model``."""
+        unused (the built-in datasets), ``max_local_k`` without ``--local-k auto``, no
+        ``dataset_sha256`` (a built-in dataset) and the paper's ``model``."""
         fields = dataclasses.asdict(self)
         if fields["max_classes"] is None:
             del fields["max_classes"]
         if fields["local_k"] is None or "local_k" in self.unused_fields():
             del fields["local_k"]
+        if "max_local_k" in self.unused_fields():
+            del fields["max_local_k"]
         if fields["dataset_sha256"] is None:
             del fields["dataset_sha256"]
         if fields["model"] == DEFAULT_MODEL:

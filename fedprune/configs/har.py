@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedprune.checks import POSITIVE, SEED, Rule, count, each, interval, one_of, optional
+from fedprune.checks import (
+    POSITIVE,
+    SEED,
+    Rule,
+    check_count,
+    count,
+    each,
+    interval,
+    one_of,
+    optional,
+)
 from fedprune.configs.fields import float_tuple, int_tuple, param
 from fedprune.configs.protocol import SPLITS, builtin_or_user_file
 from fedprune.errors import ConfigError
@@ -63,8 +73,42 @@ def rounds(default: int = 50) -> Any:  # noqa: ANN401
     return param(default, help="global rounds", rule=count())
 
 
-def clusters(default: int = 3) -> Any:  # noqa: ANN401
-    return param(default, help="clusters K", rule=count())
+AUTO = "auto"  # --clusters auto: K chosen from the data (fedprune.algorithms.caafp.choose_k)
+# fedprune.algorithms.caafp.choose_k.MIN_SILHOUETTE (not imported: it loads scikit-learn;
+# tests/configs/test_har.py checks the two agree)
+MIN_SILHOUETTE = 0.2
+
+
+def _clusters_or_auto(text: str) -> int | str:
+    if text == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"expected an integer K >= 1 or {AUTO}, got {text!r}") from None
+
+
+def _check_clusters_or_auto(name: str, value: int | str) -> int | str:
+    if value == AUTO:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"--{name} must be an integer K >= 1 or {AUTO}, got {value!r}")
+    return check_count(name, value)
+
+
+def clusters(default: int = 3, auto: bool = False) -> Any:  # noqa: ANN401
+    """``--clusters K``; ``auto``: also ``--clusters auto`` (K chosen from the data with the
+    silhouette rule, the pipeline methods)."""
+    if not auto:
+        return param(default, help="clusters K", rule=count())
+    return param(
+        default,
+        help="clusters K, or auto: K chosen from the clustering pass by the largest mean "
+        f"silhouette, 1 when none reaches {MIN_SILHOUETTE:g} (see --max-clusters)",
+        rule=Rule(_check_clusters_or_auto, f"K >= 1 or {AUTO}"),
+        parse=_clusters_or_auto,
+        metavar=f"{{K,{AUTO}}}",
+    )
 
 
 def clients_per_round() -> Any:  # noqa: ANN401

@@ -26,6 +26,7 @@ from fedprune.checks import (
     FRACTION,
     MAX_COUNT,
     NONNEGATIVE,
+    POSITIVE,
     SPARSITY,
     Rule,
     check_layer_names,
@@ -48,6 +49,16 @@ PAPER_SCORE_WEIGHTS = {"uci_har": (0.5, 0.25, 0.25), "wisdm": (0.25, 0.25, 0.5)}
 BUDGETS = ("global", "layerwise")
 
 MODEL = "har_cnn"  # the table model the pipeline methods train (fedprune.models.table)
+
+# what clients send for the clustering (fedprune.algorithms.pipeline.phases)
+CLUSTER_SIGNALS = ("update", "labels")
+
+# --recluster: K fixed after the clustering step, or AS-CFL's split/merge every N rounds
+# (fedprune.algorithms.pipeline.recluster)
+RECLUSTER = ("none", "split-merge")
+SPLIT_GUARDS = ("halves", "none")  # fedprune.algorithms.ascfl.split_merge.SPLIT_GUARDS
+# the options read only with --recluster split-merge
+RECLUSTER_OPTIONS = ("recluster_every", "split_threshold", "merge_threshold", "split_guard")
 
 
 def _check_phases(name: str, phases: tuple[int, ...]) -> tuple[int, ...]:
@@ -89,6 +100,13 @@ class PipelineConfig(SettledByRunDir, Config):
         "budget": "global",
         "prune_layers": None,
         "eval_every": 5,
+        "max_clusters": 8,
+        "cluster_signal": "update",
+        "recluster": "none",
+        "recluster_every": 10,
+        "split_threshold": 0.8,
+        "merge_threshold": 0.2,
+        "split_guard": "halves",
         **BEFORE_SPLIT,
     }
 
@@ -101,7 +119,7 @@ class PipelineConfig(SettledByRunDir, Config):
         parse=int_tuple(3),
         metavar="T0,T1,T2",
     )
-    clusters: int = har.clusters()
+    clusters: int | str = har.clusters(auto=True)
     clients_per_round: int = har.clients_per_round()
     local_epochs: int = har.local_epochs()
     batch_size: int = har.batch_size()
@@ -164,10 +182,83 @@ class PipelineConfig(SettledByRunDir, Config):
     classes_per_client: int | None = har.classes_per_client()
     dataset_sha256: str | None = har.dataset_sha256()
     model: str = har.model()
+    max_clusters: int = param(
+        8,
+        help="with --clusters auto: the most clusters tried (K = 2..min(this, clients - 1)); "
+        "with --recluster split-merge: the most clusters splits may make",
+        rule=count(2),
+        metavar="K",
+    )
+    cluster_signal: str = param(
+        "update",
+        help="what each client sends for the clustering: update = its one-epoch model update "
+        "(the paper, Eq. 3); labels = its label histogram (C numbers: its class proportions)",
+        rule=one_of(CLUSTER_SIGNALS),
+    )
+    recluster: str = param(
+        "none",
+        help="none = K stays as the clustering step set it (the paper); split-merge = every "
+        "--recluster-every rounds of Phases 2-3, AS-CFL's rule splits a cluster whose "
+        "dispersion-to-separation ratio G_k is above --split-threshold and merges one below "
+        "--merge-threshold (docs/caafp.md)",
+        rule=one_of(RECLUSTER),
+    )
+    recluster_every: int = param(
+        10,
+        help="with --recluster split-merge: rounds of Phases 2-3 between split/merge passes "
+        "(each pass: one local epoch per client, the clustering step's traffic)",
+        rule=count(),
+        metavar="N",
+    )
+    split_threshold: float = param(
+        0.8,
+        help="with --recluster split-merge: G_k above this splits a cluster (AS-CFL's beta)",
+        rule=POSITIVE,
+        metavar="BETA",
+    )
+    merge_threshold: float = param(
+        0.2,
+        help="with --recluster split-merge: G_k below this merges a cluster with the nearest "
+        "(AS-CFL's alpha)",
+        rule=NONNEGATIVE,
+        metavar="ALPHA",
+    )
+    split_guard: str = param(
+        "halves",
+        help="with --recluster split-merge: split only if both halves' G_k end up at most "
+        "--split-threshold (halves), or always (none, AS-CFL as written)",
+        rule=one_of(SPLIT_GUARDS),
+    )
+
+    def unused_fields(self) -> frozenset[str]:
+        """``--max-clusters`` is read only with ``--clusters auto`` or ``--recluster
+        split-merge``, ``--cluster-signal`` only where clients are clustered (not with
+        ``--clusters 1``), the split/merge settings only with ``--recluster split-merge``."""
+        unused = set()
+        if self.clusters != har.AUTO and self.recluster == "none":
+            unused.add("max_clusters")
+        if self.clusters == 1 and self.recluster == "none":
+            unused.add("cluster_signal")
+        if self.recluster == "none":
+            unused.update(RECLUSTER_OPTIONS)
+        return frozenset(unused)
 
     def check(self) -> None:
-        if self.phases[1] + self.phases[2] > 0 and self.clients_per_round < self.clusters:
-            raise ConfigError(  # Phases 2-3 sample at least one client of every cluster
+        if self.recluster != "none":
+            self._check_recluster()
+        auto = self.clusters == har.AUTO
+        most = self.max_clusters if auto else self.clusters
+        if self.phases[1] + self.phases[2] > 0 and self.clients_per_round < most:
+            # Phases 2-3 sample at least one client of every cluster
+            if auto:
+                fewer = self.clients_per_round
+                raise ConfigError(
+                    f"--clients-per-round {fewer} is below --max-clusters {most}: every "
+                    f"Phase 2-3 round trains at least one client per cluster; give "
+                    f"--clients-per-round {most} or more"
+                    + (f", or --max-clusters {fewer} or less" if fewer >= 2 else "")
+                )
+            raise ConfigError(
                 f"--clients-per-round {self.clients_per_round} is below --clusters "
                 f"{self.clusters}: every Phase 2-3 round trains at least one client per "
                 f"cluster; give --clients-per-round {self.clusters} or more, or fewer --clusters"
@@ -196,6 +287,47 @@ class PipelineConfig(SettledByRunDir, Config):
             )
         if t2 > 0:
             self.schedule()  # checks the sparsity parameters against T2
+
+    def _check_recluster(self) -> None:
+        """``--recluster split-merge`` needs clusters to split or merge (K >= 2 or auto),
+        a pass within Phases 2-3, β > α and room for K to grow: one ConfigError line."""
+        t0, t1, t2 = self.phases
+        if self.clusters == 1:
+            raise ConfigError(
+                "--recluster split-merge needs at least 2 clusters to compare (G_k divides a "
+                "cluster's dispersion by its distance to the nearest other one): give "
+                "--clusters 2 or more, or auto"
+            )
+        if t1 + t2 < 2:
+            raise ConfigError(
+                f"--recluster split-merge needs at least 2 rounds of Phases 2-3 (a pass runs "
+                f"between two of them), --phases {t0},{t1},{t2} has {t1 + t2}"
+            )
+        if t1 + t2 <= self.recluster_every:
+            raise ConfigError(
+                f"--recluster-every {self.recluster_every} leaves no split/merge pass in the "
+                f"{t1 + t2} rounds of Phases 2-3 (--phases {t0},{t1},{t2}; a pass runs before "
+                f"round N + 1, 2N + 1, ... of them): give --recluster-every {t1 + t2 - 1} or less"
+            )
+        if self.split_threshold <= self.merge_threshold:
+            raise ConfigError(
+                f"--split-threshold {self.split_threshold:g} must be above --merge-threshold "
+                f"{self.merge_threshold:g}, else a cluster could be both split and merged"
+            )
+        if self.clusters != har.AUTO and self.clusters > self.max_clusters:
+            raise ConfigError(
+                f"--clusters {self.clusters} is above --max-clusters {self.max_clusters}, the "
+                f"most clusters --recluster split-merge may make: give --max-clusters "
+                f"{self.clusters} or more"
+            )
+        if self.clients_per_round < self.max_clusters and self.clusters != har.AUTO:
+            fewer = self.clients_per_round
+            raise ConfigError(
+                f"--clients-per-round {fewer} is below --max-clusters {self.max_clusters}, the "
+                "most clusters --recluster split-merge may make: every Phase 2-3 round trains "
+                f"at least one client per cluster; give --clients-per-round "
+                f"{self.max_clusters} or more, or --max-clusters {fewer} or less"
+            )
 
     def policy(self) -> Any:  # noqa: ANN401 (a fedprune.algorithms.pipeline.MaskPolicy)
         """The method's mask policy for Phase 3 (imports its module now); ``None`` for a

@@ -8,15 +8,19 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from fedprune.configs.protocol import is_user_file
 from fedprune.data import cache, sources
 from fedprune.data.clustered_partition import ClientImages, partition_clients
 from fedprune.data.images import load_images
 from fedprune.data.partition import FederatedData, partition_by_subject, standardize_all
+from fedprune.data.rotated_partition import RotatedFederatedData, partition_rotated
 from fedprune.data.scenarios import inject_label_noise, keep_classes_per_client
 from fedprune.data.tables import ClientTable, read_table_npz
 from fedprune.data.uci_har import read_uci_har
 from fedprune.data.user import file_sha256, read_npz
+from fedprune.data.user_images import read_images_npz, to_federation
 from fedprune.data.windows import WindowedDataset
 from fedprune.data.wisdm import read_wisdm
 from fedprune.errors import ConfigError, DataError
@@ -145,16 +149,126 @@ def har_recipe(config: object) -> dict:
     return recipe
 
 
+def tabular_recipe(config: object) -> dict:
+    """The data recipe of a clustering run (Fed-HIRE, k-FED, federated k-means): a UCI table
+    with its split, or your own ``.npz`` table (with its SHA-256 when known), loaded again by
+    :func:`table_clients`. A table handed to the run in Python is recorded by the
+    configuration's names alone; :meth:`fedprune.runs.assigner.Assigner.same_objects` tells
+    whether what they load is what the run clustered."""
+    if is_user_file(config.dataset):
+        recipe = {"loader": "table", "dataset": config.dataset}
+        if config.dataset_sha256 is not None:
+            recipe["sha256"] = config.dataset_sha256
+        return recipe
+    return {
+        "loader": "uci-tabular",
+        "dataset": config.dataset,
+        "partition": config.partition,
+        "num_clients": config.num_clients,
+        "seed": config.seed,
+    }
+
+
+def table_clients(recipe: dict, data_dir: str | os.PathLike | None = None) -> list[np.ndarray]:
+    """Each client's objects of a clustering run as the table holds them (before the run's
+    encoding), in the order of its ``labels.npz`` (``rows<l>``), loaded again from the
+    :func:`tabular_recipe` the run recorded."""
+    from fedprune.data.table_partition import FederatedSplit, make_split
+
+    kind = recipe.get("loader")
+    if kind == "table":
+        mine = load_recorded(recipe, data_dir)
+        return [np.asarray(x) for x in FederatedSplit.from_clients(mine.client_x()).client_x()]
+    if kind == "uci-tabular":
+        from fedprune.data.uci_tabular import load_tabular
+
+        table = load_tabular(recipe["dataset"], data_dir)
+        split = make_split(
+            recipe["dataset"],
+            table.x,
+            table.y,
+            recipe["partition"],
+            int(recipe["num_clients"]),
+            int(recipe["seed"]),
+        )
+        return [split.raw[r] for r in split.rows]
+    raise DataError(
+        f"unknown data recipe {kind!r} for a clustering run; re-run it with this version"
+    )
+
+
+# the partition options of AS-CFL's and its baselines' configurations, as the recipe records them
+ROTATED_FIELDS = (
+    "num_clients",
+    "labels",
+    "alpha",
+    "seed",
+    "min_frac",
+    "max_frac",
+    "proxy_size",
+    "proxy_rotation",
+)
+
+
+def rotated_images_recipe(config: object) -> dict:
+    """The data recipe of a clustered image run (AS-CFL, CFL, CFL with a fixed K, IFCA): the
+    built-in dataset and the options of its rotated, label-skewed partition, or your own
+    images file with its SHA-256 (its clients and proxy set come with it). What the run
+    trains on (:func:`rotated_federation`) and records as its deploy manifest's ``data``."""
+    if is_user_file(config.dataset):
+        recipe = {"loader": "rotated-images", "dataset": config.dataset}
+        if config.dataset_sha256 is not None:
+            recipe["sha256"] = config.dataset_sha256
+        return recipe
+    return {
+        "loader": "rotated-images",
+        "dataset": config.dataset,
+        **{k: getattr(config, k) for k in ROTATED_FIELDS},
+    }
+
+
+def rotated_federation(
+    recipe: dict, data_dir: str | os.PathLike | None = None
+) -> RotatedFederatedData:
+    """The clients and proxy set of a :func:`rotated_images_recipe`: the rotated partition
+    (:func:`fedprune.data.rotated_partition.partition_rotated`) of the dataset's official
+    splits, or your images file (:func:`fedprune.data.user_images.to_federation`)."""
+    user = is_user_file(str(recipe.get("dataset", "")))
+    missing = [k for k in ("dataset", *(() if user else ROTATED_FIELDS)) if k not in recipe]
+    if missing:
+        raise DataError(
+            f"the data recipe of the clustered image run lacks {', '.join(missing)}; its "
+            "summary.json is damaged"
+        )
+    if user:
+        return to_federation(read_images_npz(recipe["dataset"]))
+    train = load_images(recipe["dataset"], "train", data_dir)
+    test = load_images(recipe["dataset"], "test", data_dir)
+    return partition_rotated(
+        train,
+        test,
+        num_clients=recipe["num_clients"],
+        alpha=recipe["alpha"],
+        seed=recipe["seed"],
+        min_frac=recipe["min_frac"],
+        max_frac=recipe["max_frac"],
+        proxy_size=recipe["proxy_size"],
+        proxy_rotation=recipe["proxy_rotation"],
+        iid_labels=recipe["labels"] == "iid",
+    )
+
+
 def load_recorded(
     recipe: dict, data_dir: str | os.PathLike | None = None
 ) -> FederatedData | list[ClientImages] | ClientTable:
     """The clients' data a run recorded how to load (its deploy manifest's ``data``):
     ``har`` -> :func:`load_federated`; ``image-clients`` -> the FedCRef clients
     (:func:`fedprune.data.clustered_partition.partition_clients`); ``table`` -> your own
-    table (:func:`fedprune.data.tables.read_table_npz`)."""
+    table (:func:`fedprune.data.tables.read_table_npz`); ``rotated-images`` -> the clients
+    of a clustered image run (:func:`rotated_federation`; its proxy set left out)."""
     kind = recipe.get("loader")
     if (
-        kind in ("har", "table")
+        kind in ("har", "table", "rotated-images")
         and "sha256" in recipe
         and (file_sha256(recipe["dataset"]) != recipe["sha256"])
     ):
@@ -184,4 +298,6 @@ def load_recorded(
         )
     if kind == "table":  # your own vectors (FedCRef): one client per id, in ascending order
         return read_table_npz(recipe["dataset"])
+    if kind == "rotated-images":
+        return rotated_federation(recipe, data_dir).federated
     raise DataError(f"unknown data recipe {kind!r}; re-run training with this version")

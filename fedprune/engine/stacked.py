@@ -44,7 +44,8 @@ shuffle, that the stacked weights after two epochs equal Keras ``fit`` per clien
 Supported models take windows (batch, steps, channels). Supported layers (anything else is
 refused with the layer's name): InputLayer, Conv1D (stride
 1, no dilation, ``same`` or ``valid``), MaxPooling1D (``valid``, strides = pool size), Dropout,
-Flatten, Dense; activations linear/relu, and softmax on the last layer only.
+Flatten, GlobalAveragePooling1D, Dense; activations linear/relu, and softmax on the last layer
+only.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def default_conv_formulation() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class _Op:
-    kind: str  # conv, pool, dropout, flatten, dense
+    kind: str  # conv, pool, dropout, flatten, average, dense
     size: int = 0  # kernel size, pool size
     same: bool = False  # conv padding
     rate: float = 0.0  # dropout rate
@@ -137,6 +138,8 @@ def plan_of(model: tf.keras.Model) -> list[_Op]:
             ops.append(_Op("dropout", rate=float(layer.rate)))
         elif isinstance(layer, L.Flatten):
             ops.append(_Op("flatten"))
+        elif isinstance(layer, L.GlobalAveragePooling1D) and not layer.keepdims:
+            ops.append(_Op("average"))
         elif isinstance(layer, L.Dense) and layer.use_bias:
             ops.append(_Op("dense", activation=_activation_name(layer)))
         else:
@@ -264,6 +267,9 @@ class StackedModel:
                 shape = tf.shape(h)
                 steps, c, f = h.shape[1:]
                 h = tf.reshape(tf.transpose(h, (0, 2, 1, 3)), (shape[0], c, steps * f))
+                axis = 1
+            elif op.kind == "average":  # [B, T, C, F] -> [B, C, F], the mean over time
+                h = tf.reduce_mean(h, axis=1)
                 axis = 1
             elif op.kind == "dropout" and training and op.rate > 0:
                 h = h * self._dropout_keep(tf.shape(h), op.rate, layer, axis)

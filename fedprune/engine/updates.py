@@ -64,3 +64,33 @@ def client_updates(
     ]
     result = computation(weights, data)
     return np.stack([np.concatenate([np.ravel(u) for u in r]) for r in result])
+
+
+def one_epoch_updates(
+    spec: ModelSpec,
+    weights: Sequence[np.ndarray],
+    clients: Sequence[ClientData],
+    learning_rate: float,
+    seed: int,
+    batch_size: int,
+    round_num: int = 0,
+) -> np.ndarray:
+    """The clustering signal of CA-AFP's clustering pass (Eq. 3): every client downloads the
+    trainable ``weights`` w, trains one local epoch of the pipeline's client optimizer
+    (:class:`~fedprune.engine.client_work.LocalTraining`: Adam at ``learning_rate``) in
+    batches of ``batch_size`` (shuffled by ``round_seed(seed, round_num, client)``) and
+    uploads Δw_k = w_k - w; (clients, parameters) rows in ``clients`` order
+    (:func:`fedprune.algorithms.pipeline.phases.clustering_signals`).
+
+    The methods on plain SGD (AS-CFL's baselines) take their signal from their own round
+    computation instead (:func:`fedprune.algorithms.ascfl.auto_clusters.pass_signals`):
+    Adam at their SGD learning rate (0.1) would be another update altogether."""
+    training = LocalTraining(1, learning_rate, statistics=False)
+    return client_updates(
+        build_update_computation(spec, training),
+        tff.learning.models.ModelWeights(list(weights), []),
+        clients,
+        seed,
+        batch_size,
+        round_num=round_num,
+    )

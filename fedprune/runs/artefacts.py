@@ -41,6 +41,45 @@ def read_clusters(run: Path) -> dict[int, int]:
         raise damaged(run / names.CLUSTERS, ValueError("not a client -> cluster map")) from None
 
 
+# --- cluster_choice.json: how --clusters auto chose K (pipeline) ----------------------------
+def write_cluster_choice(run: Path, record: Mapping) -> None:
+    """``record``: the signal, distance, linkage, ``max_clusters``, ``min_silhouette``, the
+    mean ``silhouette`` of every K tried (string keys) and the K ``chosen``."""
+    write_json(run / names.CLUSTER_CHOICE, dict(record))
+
+
+def read_cluster_choice(run: Path) -> dict:
+    """What :func:`write_cluster_choice` wrote; K as integers in ``silhouette``."""
+    path = run / names.CLUSTER_CHOICE
+    raw = read_json(path)
+    try:
+        silhouette = {int(k): float(v) for k, v in raw["silhouette"].items()}
+        return {**raw, "silhouette": silhouette, "chosen": int(raw["chosen"])}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise damaged(path, ValueError("not a record of how K was chosen")) from None
+
+
+# --- reclusters.json: the split/merge passes of --recluster split-merge (pipeline) ---------
+def write_reclusters(run: Path, records: Sequence[Mapping]) -> None:
+    """``records``: one per pass, in order (``round``, ``clusters_before``,
+    ``clusters_after``, ``G`` per cluster, ``splits``, ``merges``,
+    ``splits_undone_for_max_clusters``; written by
+    :mod:`fedprune.algorithms.pipeline.recluster`)."""
+    write_json(run / names.RECLUSTERS, [dict(r) for r in records])
+
+
+def read_reclusters(run: Path) -> list[dict]:
+    """What :func:`write_reclusters` wrote."""
+    path = run / names.RECLUSTERS
+    raw = read_json(path)
+    if not isinstance(raw, list) or not all(
+        isinstance(r, dict) and {"round", "clusters_before", "clusters_after"} <= set(r)
+        for r in raw
+    ):
+        raise damaged(path, ValueError("not a list of split/merge passes"))
+    return raw
+
+
 # --- masks.npz: each cluster's kernel masks (uint8, prunable kernels only) -------------------
 def write_masks(run: Path, kernel_masks: Mapping[int, Sequence[np.ndarray]]) -> None:
     write_npz(
@@ -56,13 +95,14 @@ def read_masks(run: Path) -> dict[int, Weights]:
     return numbered_groups(path, read_npz(path), r"cluster(\d+)_(\d+)")
 
 
-# --- cluster_models.npz: each cluster's model before fine-tuning ----------------------------
+# --- cluster_models.npz: each cluster's model (pipeline: before fine-tuning; AS-CFL: final) --
 def write_cluster_models(run: Path, weights: Mapping[int, Sequence[np.ndarray]]) -> None:
     write_npz(run / names.CLUSTER_MODELS, numbered_arrays(weights, "cluster"))
 
 
-def read_cluster_models(run: Path) -> dict[int, Weights]:
-    path = run / names.CLUSTER_MODELS
+def read_cluster_models(run: Path, file: str = names.CLUSTER_MODELS) -> dict[int, Weights]:
+    """``{cluster: trainable weights}`` of ``run/file`` (a deploy manifest may name it)."""
+    path = run / file
     return numbered_groups(path, read_npz(path), r"cluster(\d+)_(\d+)")
 
 

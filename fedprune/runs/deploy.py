@@ -4,13 +4,17 @@
 how each method lays out its files:
 
 * ``kind``: ``global`` (one model for every client, FedAvg), ``personal`` (one model per
-  client after fine-tuning: CA-AFP, its baselines, ClusterFL) or ``community`` (FedCRef's
-  community autoencoders);
+  client after fine-tuning: CA-AFP, its baselines, ClusterFL), ``clustered`` (each client
+  gets its cluster's model: AS-CFL, CFL, CFL with a fixed K, IFCA) or ``community``
+  (FedCRef's community autoencoders);
+* kind ``assigner``: a clustering run's (Fed-HIRE, k-FED, federated k-means) state that
+  labels a new sample of each client, ``assigner.npz`` (``labels`` ``None``);
 * ``models``: the file holding them, per fine-tuning length for ``personal``
   (``{"3": "personal_ft3.npz", ...}``); ``global`` models are the ``trainable`` weights of
-  ``checkpoint.npz``;
+  ``checkpoint.npz``, ``clustered`` ones each cluster's trainable weights in
+  ``cluster_models.npz``;
 * ``masks`` / ``clusters``: the pruned methods' kernel masks per cluster and each client's
-  cluster (``None`` for dense methods);
+  cluster (``None`` for dense methods; a ``clustered`` run always names ``clusters.json``);
 * ``model``: the :mod:`fedprune.models.table` entry that rebuilds the architecture;
   ``input_shape``, ``labels`` (class names; ``None`` for autoencoders);
 * ``normalization``: what was applied to raw inputs before the model, in words;
@@ -29,11 +33,12 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
+from fedprune.configs.protocol import is_user_file
 from fedprune.errors import ConfigError, DataError
 from fedprune.runs import names
 from fedprune.runs.files import damaged
 
-KINDS = ("global", "personal", "community")
+KINDS = ("global", "personal", "clustered", "community", "assigner")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +78,8 @@ class DeployManifest:
                 models = {str(int(e)): str(f) for e, f in models.items()}
             elif not isinstance(models, str):
                 raise ValueError("models is not a file name")
+            if value["kind"] == "clustered" and not isinstance(value.get("clusters"), str):
+                raise ValueError("a clustered run's manifest names no clusters file")
             if not isinstance(value["data"], Mapping):
                 raise ValueError("data is not a recipe")
             labels = value["labels"]
@@ -135,6 +142,33 @@ def har_manifest(
     )
 
 
+def image_manifest(
+    data: Mapping,
+    input_shape: tuple[int, ...],
+    labels: tuple[str, ...],
+    model: str,
+) -> DeployManifest:
+    """The manifest of a clustered image run (AS-CFL, CFL, CFL with a fixed K, IFCA): each
+    client deploys its cluster's final model (``cluster_models.npz``, the client's cluster in
+    ``clusters.json``). ``data``: the recipe of
+    :func:`fedprune.data.registry.rotated_images_recipe`; ``model``: the table model, or
+    ``user:<name>`` for your own (the run's ``model.json``)."""
+    return DeployManifest(
+        kind="clustered",
+        models=names.CLUSTER_MODELS,
+        model=model,
+        input_shape=tuple(input_shape),
+        labels=tuple(labels),
+        normalization=(
+            "none (your images' values as given)"
+            if is_user_file(str(data.get("dataset", "")))
+            else "grey pixels scaled to [0, 1] (uint8 value / 255), one channel"
+        ),
+        data=dict(data),
+        clusters=names.CLUSTERS,
+    )
+
+
 def legacy_manifest(path: Path, config: Mapping) -> DeployManifest:
     """The manifest of a run written before manifests existed, from its ``config.json``."""
     method = config.get("method")
@@ -149,6 +183,10 @@ def legacy_manifest(path: Path, config: Mapping) -> DeployManifest:
             normalization="pixels scaled to [0, 1]",
             data=image_clients_recipe(config),
         )
+    if method in CLUSTERED_IMAGE_METHODS:
+        raise DataError(clustered_without_models(path, method))
+    if method != "fedavg" and "ft_epochs" not in config:
+        raise DataError(f"{path}: runs of method {method!r} cannot be exported; {hint}")
     missing = [key for key in ("dataset", "seed") if key not in config]
     if missing:
         raise damaged(path / names.CONFIG, KeyError(f"no {', '.join(missing)}"))
@@ -167,14 +205,35 @@ def legacy_manifest(path: Path, config: Mapping) -> DeployManifest:
     }
     if method == "fedavg":
         return har_manifest("global", data, shape, labels)
-    if "ft_epochs" in config:  # the pipeline methods and ClusterFL
-        try:
-            epochs = tuple(int(e) for e in config["ft_epochs"])
-        except (TypeError, ValueError):
-            raise DataError(f"{path / names.CONFIG}: ft_epochs is not a list of numbers") from None
-        pruned = (path / names.MASKS).exists()
-        return har_manifest("personal", data, shape, labels, epochs, pruned, clustered=True)
-    raise DataError(f"{path}: runs of method {method!r} cannot be exported; {hint}")
+    # the pipeline methods and ClusterFL (their configurations list ft_epochs)
+    try:
+        epochs = tuple(int(e) for e in config["ft_epochs"])
+    except (TypeError, ValueError):
+        raise DataError(f"{path / names.CONFIG}: ft_epochs is not a list of numbers") from None
+    pruned = (path / names.MASKS).exists()
+    return har_manifest("personal", data, shape, labels, epochs, pruned, clustered=True)
+
+
+# the methods whose runs deploy each cluster's model (their configurations' ``method``)
+CLUSTERED_IMAGE_METHODS = ("ascfl", "cfl", "cfl-fixed", "ifca")
+
+
+def clustered_without_models(path: Path, method: str) -> str:
+    """Why a clustered image run without its cluster models has nothing to export, and
+    what to do: earlier fedprune versions kept only each client's cluster and the numbers,
+    and a finished run directory answers at once, so only a new run keeps the models."""
+    kept = [
+        name
+        for name in (names.CONFIG, names.METRICS, names.SUMMARY, names.CLUSTERS)
+        if (path / name).exists()
+    ]
+    return (
+        f"{path}: this {method} run holds no model weights ({', '.join(kept) or 'no files'}, no "
+        f"{names.CLUSTER_MODELS}): fedprune versions before the clustered deploy manifest "
+        "kept only each client's cluster and the run's numbers, so it has nothing to export; "
+        "train it again with this version into a new --out (the same command with another "
+        "--out), then export that run"
+    )
 
 
 IMAGE_CLIENT_FIELDS = ("dataset", "split", "num_clients", "samples_per_class", "overlap", "seed")

@@ -99,7 +99,8 @@ def headline_lines(summary: Mapping) -> list[tuple[str, str]]:
         )
     clusters = _clusters(summary.get("clusters"))
     if clusters is not None:
-        lines.append(("clusters", clusters))
+        chosen = "clusters_chosen" in summary  # --clusters auto (cluster_choice.json)
+        lines.append(("clusters (chosen from the data)" if chosen else "clusters", clusters))
     for key, words, shown in HEADLINES:
         value = summary.get(key)
         if key == "rounds" and "round" in summary:
@@ -139,6 +140,9 @@ def describe(summary: Mapping, path: str | os.PathLike, exports: bool | None = N
     lines.append(f"  fedprune plot {path}                 # the curves as a PNG")
     lines.append(f"  tensorboard --logdir {path}")
     if exports if exports is not None else "deploy" in summary:
-        lines.append(f"  edge-export {path} --formats float32,int8 --out export/")
+        # a clustering run's assigner is one float32 file per client: no --formats to choose
+        kind = (summary.get("deploy") or {}).get("kind")
+        formats = "" if kind == "assigner" else " --formats float32,int8"
+        lines.append(f"  edge-export {path}{formats} --out export/")
     lines.append("  (the same command with --json prints summary.json)")
     return "\n".join(lines)

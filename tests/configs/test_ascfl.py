@@ -64,7 +64,8 @@ def test_each_method_checks_its_own_options():
 
 
 def test_each_method_leaves_the_options_it_does_not_use():
-    assert ClusteredImageConfig().unused_fields() == {"clusters", "eps1", "eps2", "late_clients"}
+    unused = {"clusters", "max_clusters", "eps1", "eps2", "late_clients"}
+    assert ClusteredImageConfig().unused_fields() == unused
     assert "late_clients" not in ClusteredImageConfig(client_dropout=0.1).unused_fields()
     assert ASCFL_OPTIONS <= CFLConfig().unused_fields()
     assert {"eps1", "eps2"} & CFLConfig().unused_fields() == set()

@@ -38,9 +38,48 @@ def test_unset_options_take_the_method_defaults():
     )
 
 
+def test_clusters_auto_on_the_command_line():
+    config = _build(CAAFPConfig, ["--dataset", "uci_har", "--clusters", "auto"])
+    assert (config.clusters, config.max_clusters) == ("auto", 8)
+    config = _build(
+        CAAFPConfig,
+        ["--dataset", "uci_har", "--clusters", "auto", "--max-clusters", "5"]
+        + ["--cluster-signal", "labels"],
+    )
+    assert (config.clusters, config.max_clusters, config.cluster_signal) == ("auto", 5, "labels")
+    assert _build(CAAFPConfig, ["--dataset", "uci_har", "--clusters", "4"]).clusters == 4
+    assert _build(CAAFPConfig, ["--dataset", "uci_har"]).clusters == 3
+    text = " ".join(_parser(CAAFPConfig).format_help().split())
+    assert "--clusters {K,auto}" in text and "(default: 3; K >= 1 or auto)" in text
+    assert "--max-clusters K" in text and "(default: 8; integer >= 2)" in text
+    assert "--cluster-signal {update,labels}" in text
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--clusters", "0"], "--clusters must be an integer K >= 1 or auto, got 0"),
+        (["--clusters", "auto", "--max-clusters", "1"], "--max-clusters must be an integer >= 2"),
+        (
+            ["--max-clusters", "5"],
+            "--max-clusters: not used by this command with the options given; leave it out",
+        ),
+        (["--clusters", "1", "--cluster-signal", "labels"], "--cluster-signal: not used"),
+    ],
+)
+def test_bad_cluster_options(argv, message):
+    with pytest.raises(ConfigError, match=message):
+        _build(CAAFPConfig, ["--dataset", "uci_har", *argv])
+
+
+def test_clusters_that_are_no_number():
+    with pytest.raises(SystemExit):
+        _parser(CAAFPConfig).parse_args(["--dataset", "uci_har", "--clusters", "many"])
+
+
 def test_help_shows_default_and_range():
     text = _parser(GlobalFTConfig).format_help()
-    assert "clusters K (default: 1; integer >= 1)" in text
+    assert "(default: 1; K >= 1 or auto)" in " ".join(text.split())
     assert "client Adam learning rate (default: 0.001; (0, inf))" in text
     assert "(default: 0,0,50; T0,T1,T2 >= 0, not all 0)" in text
     assert "--budget {global,layerwise}" in text

@@ -82,6 +82,18 @@ def test_har_datasets_agree_with_the_data_registry():
     assert HAR_DATASETS == DATASETS
 
 
+def test_the_silhouette_threshold_in_the_help_agrees_with_the_rule():
+    from fedprune.algorithms.caafp.choose_k import MIN_SILHOUETTE
+    from fedprune.configs import har
+
+    assert har.MIN_SILHOUETTE == MIN_SILHOUETTE
+
+
+def test_clusterfl_keeps_an_integer_k():
+    with pytest.raises(ConfigError, match="--clusters must be an integer >= 1, got 'auto'"):
+        ClusterFLConfig("uci_har", clusters="auto")
+
+
 def test_new_runs_get_the_time_ordered_split_and_the_protocols_standardization():
     assert with_protocol(FedAvgConfig("wisdm"), None).split == "time-ordered"
     assert with_protocol(FedAvgConfig("wisdm"), None).standardize is True

@@ -2,6 +2,7 @@
 that config.json records (written by hand from the pre-refactoring factories + resolved())."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -21,11 +22,13 @@ from fedprune.errors import ConfigError
 
 def resumed_old(config) -> dict:
     """What ``config`` records when it resumes a run directory made before ``--split``
-    (``standardize`` recorded as false, no ``split``, no scenario, no ``eval_every``): the
-    dict such a run holds (``runs.as_recorded`` leaves the later options out)."""
+    (``standardize`` recorded as false, no ``split``, no scenario, no ``eval_every``, no
+    choice of K): the dict such a run holds (``runs.as_recorded`` leaves the later options
+    out)."""
     settled = with_protocol(config, {"standardize": False})
     assert settled.split == "random"
-    later = {*BEFORE_SPLIT, "eval_every"}
+    later = {*BEFORE_SPLIT, "eval_every", "max_clusters", "cluster_signal", "recluster"}
+    later |= {"recluster_every", "split_threshold", "merge_threshold", "split_guard"}
     assert later <= set(config.ADDED_LATER)
     return {k: v for k, v in dataclasses.asdict(settled).items() if k not in later}
 
@@ -154,3 +157,50 @@ def test_a_sparsity_of_one_gets_the_same_message_as_any_other_outside_the_range(
         ConfigError, match=rf"--target-sparsity must be in \[0, 1\), got {sparsity}"
     ):
         CAAFPConfig(dataset="uci_har", target_sparsity=sparsity)
+
+
+def test_clusters_auto_and_its_options():
+    config = CAAFPConfig("uci_har", clusters="auto")
+    assert (config.clusters, config.max_clusters, config.cluster_signal) == ("auto", 8, "update")
+    assert config.recorded()["clusters"] == "auto"
+    split_merge = {"recluster_every", "split_threshold", "merge_threshold", "split_guard"}
+    assert config.unused_fields() == split_merge  # read only with --recluster split-merge
+    assert CAAFPConfig("uci_har").unused_fields() == {"max_clusters", *split_merge}
+    assert GlobalFTConfig("uci_har").unused_fields() == {
+        "max_clusters",
+        "cluster_signal",
+        *split_merge,
+    }
+    labels = CAAFPConfig("uci_har", clusters=3, cluster_signal="labels")
+    assert labels.cluster_signal == "labels"
+    # a run made before these options existed resumes: they hold the values it used
+    assert CAAFPConfig.ADDED_LATER["max_clusters"] == 8
+    assert CAAFPConfig.ADDED_LATER["cluster_signal"] == "update"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(clusters=0), "--clusters must be an integer K >= 1 or auto, got 0"),
+        (dict(clusters="three"), "--clusters must be an integer K >= 1 or auto, got 'three'"),
+        (dict(clusters=True), "--clusters must be an integer K >= 1 or auto"),
+        (dict(clusters=2**31), "--clusters must be at most 2147483647"),
+        (dict(clusters="auto", max_clusters=1), "--max-clusters must be an integer >= 2, got 1"),
+        (dict(cluster_signal="gradients"), "--cluster-signal must be one of update, labels"),
+        (
+            dict(clusters="auto", clients_per_round=4, phases=(0, 1, 0)),
+            "--clients-per-round 4 is below --max-clusters 8: every Phase 2-3 round trains at "
+            "least one client per cluster; give --clients-per-round 8 or more, or "
+            "--max-clusters 4 or less",
+        ),
+    ],
+)
+def test_bad_cluster_options_name_the_option(change, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        CAAFPConfig(**{"dataset": "uci_har", **change})
+
+
+def test_max_clusters_is_only_checked_with_auto():
+    # unused (and left out of the checks) with a fixed K; the command line refuses it as unused
+    assert CAAFPConfig("uci_har", clusters=3, max_clusters=1).clusters == 3
+    assert CAAFPConfig("uci_har", clusters="auto", clients_per_round=4, max_clusters=4)

@@ -43,7 +43,13 @@ def _fedavg_run(root):
     data_dir = root / "data"
     (data_dir / "uci_har").mkdir(parents=True)
     write_uci_har(data_dir / "uci_har", *har_arrays(6, subjects=tuple(range(1, 7))), as_zip=True)
-    config = {"method": "fedavg", "dataset": "uci_har", "seed": 0, "standardize": False}
+    config = {
+        "method": "fedavg",
+        "dataset": "uci_har",
+        "seed": 0,
+        "standardize": False,
+        "split": "time-ordered",  # what load_federated below splits by default
+    }
     run = RunDir(root / "run", config)
     data = load_federated("uci_har", 0, data_dir, verbose=False)
     model = build_har_cnn((128, 9), 6, seed=0)
@@ -110,6 +116,49 @@ def test_format_loads_in_tflite_and_agrees_with_keras(fmt, trained_run, every_fo
     assert runtime_loads(content) is not False  # tflite-runtime, where installed
 
 
+def test_predictions_file_holds_every_test_window_per_format(trained_run, every_format):
+    import csv
+
+    _, _, _, data = trained_run
+    out, report = every_format
+    (client,) = [c for c in data.clients if c.client_id == EXPORTED_CLIENT]
+    with (out / "predictions.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["client", "window", "label", "keras", *FORMATS]
+    assert [int(r["window"]) for r in rows] == list(range(len(client.y_test)))
+    assert [int(r["label"]) for r in rows] == [int(y) for y in client.y_test]
+    for entry in report:  # each column's disagreements with Keras are the report's flips
+        fmt = entry["format"]
+        flipped = sum(r[fmt] != r["keras"] for r in rows)
+        assert flipped == entry["flipped_windows"], fmt
+        assert sum(r[fmt] == r["label"] for r in rows) / len(rows) == pytest.approx(
+            entry["tflite_acc"]
+        )
+
+
+def test_int8_files_record_the_measured_preparation(every_format):
+    out, report = every_format
+    client = out / f"client{EXPORTED_CLIENT}"
+    chosen = {}
+    for fmt in ("int8", "int8-sparse"):
+        record = json.loads((client / f"{fmt}.json").read_text())["calibration"]
+        assert set(record["candidates"]) == {"plain", "equalized", "half-equalized"}
+        best = min(
+            record["candidates"],
+            key=lambda n: (
+                record["candidates"][n]["flipped"],
+                record["candidates"][n]["margin_rms"],
+            ),
+        )
+        assert record["chosen"] == best and record["held_out_windows"] >= 1
+        chosen[fmt] = record["chosen"]
+    assert chosen["int8"] == chosen["int8-sparse"]  # measured once per client
+    by_format = {e["format"]: e for e in report}
+    assert by_format["int8"]["calibration"] == chosen["int8"]
+    assert "calibration" not in by_format["int16x8"]
+    assert "int8 preparation" in (out / "export_report.md").read_text()
+
+
 def test_formats_differ_as_designed(every_format):
     """Sizes, sparse encodings and metadata across the formats of one export."""
     out, report = every_format
@@ -159,7 +208,7 @@ def test_per_tensor_input_and_full_logit_range_convert_the_model_as_it_is(fedavg
     assert "CONCATENATION" not in builtin_ops((out / "client2" / "int8.tflite").read_bytes())
 
 
-def test_micro_c_array_and_measured_arena(fedavg_run, tmp_path):
+def test_micro_project_and_measured_arena(fedavg_run, tmp_path):
     run_dir, data_dir = fedavg_run
     out = tmp_path / "export"
     rc = main(
@@ -183,10 +232,17 @@ def test_micro_c_array_and_measured_arena(fedavg_run, tmp_path):
     assert entry["micro_arena_measured"] and 4_096 < entry["micro_arena_bytes"] <= 64 * 1024
     assert entry["micro_ops"][-1] == "SOFTMAX"
     assert entry["tflite_runtime_loads"] is True
-    source = out / "client3" / "micro_int8.cc"
-    assert "alignas(16) const unsigned char client3_model[]" in source.read_text()
-    header = (out / "client3" / "micro_int8.h").read_text()
-    assert "kclient3_model_input_offset[9]" in header and "AddConcatenation()" in header
+    assert entry["micro_project"] == "client3/micro_int8"
+    assert entry["micro_arena_headroom_bytes"] >= 1024
+    project = out / "client3" / "micro_int8"
+    source = (project / "model_client3_int8.cc").read_text()
+    assert "alignas(16) const unsigned char client3_int8_model[]" in source
+    assert "resolver.AddConcatenation()" in source
+    header = (project / "model_client3_int8.h").read_text()
+    assert "kclient3_int8_input_offset[9]" in header
+    assert f"kclient3_int8_arena_minimum = {entry['micro_arena_bytes']};" in header
+    for name in ("test_vectors.h", "main.cc", "Makefile", "README.md"):
+        assert (project / name).is_file()
 
 
 @pytest.mark.skipif(
@@ -218,8 +274,9 @@ def test_micro_array_of_the_quantization_aware_model(fedavg_run, tmp_path):
     assert main(args + ["--data-dir", str(data_dir), "--no-progress"]) == 0
     report = json.loads((out / "export_report.json").read_text())
     assert [e["format"] for e in report] == ["float32", "int8-qat"]  # no int8 added
-    assert report[1]["micro_path"] == "client1/micro_int8_qat.cc"
-    assert (out / "client1" / "micro_int8_qat.h").exists()
+    assert report[1]["micro_project"] == "client1/micro_int8_qat"
+    assert report[1]["micro_path"] == "client1/micro_int8_qat/model_client1_int8_qat.cc"
+    assert (out / "client1" / "micro_int8_qat" / "model_client1_int8_qat.h").exists()
 
 
 def test_micro_array_of_the_int16x8_model(fedavg_run, tmp_path):
@@ -230,6 +287,11 @@ def test_micro_array_of_the_int16x8_model(fedavg_run, tmp_path):
     (entry,) = json.loads((out / "export_report.json").read_text())
     assert entry["format"] == "int16x8" and entry["micro_arena_measured"]
     assert entry["micro_arena_bytes"] <= 64 * 1024
+    project = out / "client1" / "micro_int16x8"
+    header = (project / "model_client1_int16x8.h").read_text()
+    assert "typedef int16_t client1_int16x8_input_t;" in header
+    vectors = (project / "test_vectors.h").read_text()
+    assert "constexpr client1_int16x8_output_t kclient1_int16x8_test_expected" in vectors
 
 
 def test_micro_refuses_sparse_tensors(fedavg_run):
@@ -311,4 +373,5 @@ def test_report_counts_flipped_windows_and_summarizes_formats():
     }
     text = report_markdown([entry, {**entry, "client": 2, "flipped_windows": 0, "acc_delta": 0}])
     assert "| 1/50 |" in text
-    assert "| int8 | 2 | 2.0 / 2.0 / 2.0 | 1.0 | -2.0 / +0.0 | 1/100 (1) |" in text
+    # flipped (tied; clients beyond 1 pp), then the most windows one client lost
+    assert "| int8 | 2 | 2.0 / 2.0 / 2.0 | 1.0 | -2.0 / +0.0 | 1/100 (0; 1) | 1 |" in text

@@ -89,6 +89,42 @@ def _with_biases(kernel_masks: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+@pytest.mark.parametrize("conv", FORMULATIONS)
+def test_the_small_model_with_its_global_average_trains_as_keras_fit(conv):
+    """``har_cnn_small`` (GlobalAveragePooling1D): forward and two masked epochs per client."""
+    from fedprune.models.cnn1d_small import build_har_cnn_small
+
+    def small(seed: int | None = None, masked: bool = False) -> tf.keras.Model:
+        model = build_har_cnn_small(SHAPE, 4, seed=seed, masked=masked)
+        for layer in model.layers:
+            if isinstance(layer, tf.keras.layers.Dropout):
+                layer.rate = 0.0
+        return model
+
+    weights = [small(seed=10 * c).get_weights() for c in range(2)]
+    masks = [_masks(w, c) for c, w in enumerate(weights)]
+    rng = np.random.default_rng(2)
+    xs = [rng.normal(size=(n, *SHAPE)).astype(np.float32) for n in (11, 17)]
+    ys = [rng.integers(0, 4, n) for n in (11, 17)]
+    stack = StackedModel(small(), weights, masks, learning_rate=0.01, conv=conv)
+    model = small()
+    for c in range(2):  # the stack starts from the masked weights
+        model.set_weights([w * m for w, m in zip(weights[c], _with_biases(masks[c]))])
+        np.testing.assert_allclose(stack.predict(np.stack([xs[0][:5]] * 2))[c],
+                                   model(xs[0][:5]).numpy(), atol=1e-5)  # fmt: skip
+    stack.fit_epochs(xs, ys, epochs=2, batch_size=4, shuffle_rngs=None)
+    for c in range(2):
+        model = small(masked=True)
+        kernels = [layer for layer in model.layers if hasattr(layer, "kernel")]
+        for layer, mask in zip(kernels, masks[c]):
+            layer.kernel_constraint.mask.assign(mask)
+        model.set_weights([w * m for w, m in zip(weights[c], _with_biases(masks[c]))])
+        model.compile(tf.keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
+        model.fit(xs[c], ys[c], batch_size=4, epochs=2, shuffle=False, verbose=0)
+        for got, want in zip(stack.client_weights(c), model.get_weights()):
+            np.testing.assert_allclose(got, want, atol=2e-5)
+
+
 def test_masked_weights_stay_zero_and_dropout_is_per_client():
     weights = _client_weights(3)
     masks = [_masks(w, c) for c, w in enumerate(weights)]

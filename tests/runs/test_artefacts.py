@@ -36,6 +36,16 @@ def test_clusters_round_trip(tmp_path):
     assert json.loads((tmp_path / names.CLUSTERS).read_text()) == {"1": 0, "3": 1, "12": 2}
 
 
+def test_cluster_choice_round_trip(tmp_path):
+    record = {"signal": "update", "chosen": 3, "min_silhouette": 0.2}
+    artefacts.write_cluster_choice(tmp_path, {**record, "silhouette": {"2": 0.25, "3": 0.5}})
+    read = artefacts.read_cluster_choice(tmp_path)
+    assert read == {**record, "silhouette": {2: 0.25, 3: 0.5}}
+    (tmp_path / names.CLUSTER_CHOICE).write_text('{"chosen": 3}')
+    with pytest.raises(DataError, match="not a record of how K was chosen"):
+        artefacts.read_cluster_choice(tmp_path)
+
+
 def test_masks_round_trip_as_uint8(tmp_path):
     masks = {0: [RNG.random((3, 4)) > 0.5, RNG.random((4,)) > 0.5], 2: [np.ones((3, 4))]}
     artefacts.write_masks(tmp_path, masks)

@@ -32,6 +32,8 @@ def test_the_headline_numbers_come_with_their_names_and_units():
     ]
     assert lines["personal accuracy after 3 fine-tuning epochs"] == "94.12 % (fairness 4.00 pp)"
     assert lines["clusters"] == "3 (clients per cluster: 20/6/4)"
+    chosen = dict(headline_lines({**summary, "clusters_chosen": 3}))  # --clusters auto
+    assert chosen["clusters (chosen from the data)"] == "3 (clients per cluster: 20/6/4)"
     assert lines["sparsity of the personal models"] == "70.00 %"
     assert lines["communication (bytes sent)"] == "123.5 MB"
 
@@ -45,8 +47,11 @@ def test_the_summary_names_the_files_and_the_next_commands(tmp_path):
     assert first == "fedavg on wisdm: finished in 1 h 02 min"
     assert f"Files in {tmp_path}: summary.json, tensorboard/" in rest
     assert f"  fedprune plot {tmp_path}" in "\n".join(rest)
-    assert "edge-export" in text
+    assert f"  edge-export {tmp_path} --formats float32,int8 --out export/" in rest
     assert "edge-export" not in describe({"method": "fedhire"}, tmp_path)  # nothing to export
+    # a clustering run's assigner has one format: the hint offers no --formats
+    assigner = describe({"method": "kfed", "deploy": {"kind": "assigner"}}, tmp_path)
+    assert f"  edge-export {tmp_path} --out export/" in assigner.splitlines()
 
 
 def _finished(path, config):

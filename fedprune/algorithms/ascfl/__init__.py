@@ -17,7 +17,9 @@ The methods are composed from these: :mod:`.server` -- the server's steps of a r
 (aggregation within a cluster, the similarity space, Stage 1, CFL's split pass);
 :mod:`.rules` -- each method (AS-CFL, CFL, CFL with a fixed K, IFCA, FedAvg) as a rule built
 from its configuration class; :mod:`.compose` -- the clustered round, the same for every
-rule, on the shared round loop; :mod:`.experiment` -- a run (data, model, rule).
+rule, on the shared round loop; :mod:`.auto_clusters` -- ``--clusters auto`` of CFL with a
+fixed K and IFCA (K and the first clusters from a one-shot pass, by CA-AFP's silhouette
+rule); :mod:`.experiment` -- a run (data, model, rule).
 
 The plain-text copy of the paper lost every equation body; each reading below is the
 sentence it reads, then the choice (the module docstrings give details and options):

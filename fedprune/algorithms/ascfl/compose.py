@@ -33,15 +33,19 @@ from typing import Protocol
 
 import numpy as np
 
-from fedprune.algorithms.ascfl import metrics, noisy_aggregation, split_merge
+from fedprune.algorithms.ascfl import auto_clusters, metrics, noisy_aggregation, split_merge
+from fedprune.algorithms.ascfl.auto_clusters import ChosenStart, choice_arrays, choice_of
+from fedprune.algorithms.caafp.choose_k import ClusterChoice
 from fedprune.configs.ascfl import ClusteredImageConfig
 from fedprune.configs.protocol import dataset_label, is_user_file
+from fedprune.data.registry import rotated_images_recipe
 from fedprune.data.rotated_partition import RotatedFederatedData
 from fedprune.engine import per_client
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.per_client import ClientUpdates
 from fedprune.models.spec import ModelSpec
 from fedprune.runs import RunDir, artefacts
+from fedprune.runs.deploy import image_manifest
 
 Weights = list[np.ndarray]
 MB = 1e6
@@ -51,13 +55,16 @@ DELTA = 1e-5  # δ of the reported (ε, δ) (the paper's value is lost from our 
 @dataclasses.dataclass
 class ClusterState:
     """The cluster models, each client's cluster, the last round's labels (stability) and
-    the last split (AS-CFL's no-reunite guard)."""
+    the last split (AS-CFL's no-reunite guard); with ``--clusters auto`` how K was chosen
+    (:mod:`.auto_clusters`; in the checkpoint as ``cluster_choice``, so a resumed run keeps
+    it)."""
 
     models: list[Weights]
     cluster_of: np.ndarray  # per client id
     previous_splits: tuple = ()
     # per client id: absent when Stage 1 formed the clusters and not placed since (late)
     late: np.ndarray | None = None
+    choice: ClusterChoice | None = None
 
     def to_checkpoint(self) -> tuple[dict, dict]:
         tensors = len(self.models[0])
@@ -68,6 +75,8 @@ class ClusterState:
         }
         if self.late is not None:
             arrays["late"] = [self.late.astype(np.int64)]
+        if self.choice is not None:
+            arrays["cluster_choice"] = choice_arrays(self.choice)
         return arrays, {"tensors": float(tensors)}
 
     @classmethod
@@ -76,15 +85,17 @@ class ClusterState:
         models = [list(flat[i : i + tensors]) for i in range(0, len(flat), tensors)]
         splits = tuple(_decode_split(a) for a in arrays.get("splits", []))
         late = np.asarray(arrays["late"][0]).astype(bool) if "late" in arrays else None
-        return cls(models, np.asarray(arrays["cluster_of"][0]), splits, late)
+        choice = choice_of(arrays["cluster_choice"]) if "cluster_choice" in arrays else None
+        return cls(models, np.asarray(arrays["cluster_of"][0]), splits, late, choice)
 
 
 def checkpoint_shapes(
-    arrays: dict, spec: ModelSpec, num_clients: int, slots: int
+    arrays: dict, spec: ModelSpec, num_clients: int, slots: int, tried: int = 0
 ) -> dict[str, list[tuple[int, ...]]]:
     """The shapes a checkpoint's arrays must have (:class:`ClusterState`): each cluster's
-    model is ``spec``'s (as many whole models as it holds, at most ``slots``), and one entry
-    per client in the others."""
+    model is ``spec``'s (as many whole models as it holds, at most ``slots``), one entry
+    per client in the others, and with ``--clusters auto`` (``tried``: the K scored, 2..)
+    the choice's three arrays."""
     model = [tuple(np.shape(w)) for w in spec.initial_weights().trainable]
     held = len(arrays.get("models", []))
     models = min(max(1, -(-held // len(model))), slots)  # a part of a model is a mismatch
@@ -94,6 +105,7 @@ def checkpoint_shapes(
         "cluster_of": [per_client],
         "splits": [per_client] * len(arrays.get("splits", [])),
         "late": [per_client],
+        "cluster_choice": [(tried,), (tried,), (2,)],
     }
 
 
@@ -284,8 +296,17 @@ class ClusteredRounds:
     """What every round of a run needs, built once: the rule, the federation, the TFF
     computations and the evaluator; :meth:`step` is one round (the module text)."""
 
-    def __init__(self, config: ClusteredImageConfig, rule: ClusterRule, fed: RotatedFederatedData):
+    def __init__(
+        self,
+        config: ClusteredImageConfig,
+        rule: ClusterRule,
+        fed: RotatedFederatedData,
+        pass_mb: float = 0.0,
+    ):
+        """``pass_mb``: the traffic (MB each way) of the one-shot pass before round 1
+        (``--clusters auto``, :mod:`.auto_clusters`), counted in round 1's columns."""
         self.config, self.rule, self.fed = config, rule, fed
+        self.pass_mb = pass_mb
         spec = rule.spec
         # One computation for the whole run, traced before the evaluator's Keras model exists
         # (tracing in a TF graph invalidates Keras models built before it): the server's
@@ -352,6 +373,10 @@ class ClusteredRounds:
         correct = self.evaluator.clients(regrouped.models, new_of)
         acc = correct[:, 0] / np.maximum(correct[:, 1], 1)
         rank = regrouped.rank
+        traffic = rule.traffic(len(ids), len(choice.received_every_model), k, rank)
+        if t == 1 and self.pass_mb:  # the one-shot pass of --clusters auto, before round 1
+            for column in ("uplink_mb", "downlink_mb"):
+                traffic[column] = round(float(traffic[column]) + self.pass_mb, 6)
         row = {
             "round": t,
             "lr": round(lr, 6),
@@ -363,12 +388,12 @@ class ClusteredRounds:
             if self.groups is None
             else round(float(metrics.adjusted_rand_index(new_of, self.groups)), 6),
             "stability": round(float(metrics.membership_jaccard(state.cluster_of, new_of)), 6),
-            **rule.traffic(len(ids), len(choice.received_every_model), k, rank),
+            **traffic,
             "rank": "" if rank is None else rank,
             "reporting": len(ids),
             **_adjustment_columns(regrouped),
         }
-        new = ClusterState(regrouped.models, new_of, tuple(regrouped.splits), late)
+        new = ClusterState(regrouped.models, new_of, tuple(regrouped.splits), late, state.choice)
         postfix = {"acc": f"{row['acc']:.3f}", "K": str(row["clusters"])}
         return Step(new, [row], postfix)
 
@@ -392,15 +417,28 @@ def run_clustered(
     fed: RotatedFederatedData,
     run: RunDir,
     progress: bool = True,
+    start: ChosenStart | None = None,
 ) -> dict:
-    """Run (or resume) ``config.rounds`` rounds of ``rule`` on ``fed`` in ``run``; writes and
-    returns the summary."""
+    """Run (or resume) ``config.rounds`` rounds of ``rule`` on ``fed`` in ``run``; writes
+    ``clusters.json``, ``cluster_models.npz`` (each cluster's final trainable weights) and
+    the summary with its ``clustered`` deploy manifest, then removes the checkpoint; returns
+    the summary. ``start``: with ``--clusters auto``, the one-shot pass's choice and first
+    clusters (:func:`.auto_clusters.settle`; ``rule`` built with its K), recorded in
+    ``cluster_choice.json`` and the summary's ``clusters_chosen``."""
     spec = rule.spec
-    rounds = ClusteredRounds(config, rule, fed)
     params = int(sum(w.size for w in spec.initial_weights().trainable))
+    pass_mb = 4 * params * config.num_clients / MB if start is not None else 0.0
+    rounds = ClusteredRounds(config, rule, fed, pass_mb)
+    first = np.zeros(config.num_clients, dtype=np.int64)
+    if start is not None:
+        first = np.asarray(start.cluster_of, dtype=np.int64)
+    scored = 0 if start is None else auto_clusters.tried(config.max_clusters, config.num_clients)
+
     result = run_rounds(
         run,
-        lambda: ClusterState(rule.initial_models(), np.zeros(config.num_clients, dtype=np.int64)),
+        lambda: ClusterState(
+            rule.initial_models(), first, choice=None if start is None else start.choice
+        ),
         lambda _done, arrays, scalars: ClusterState.from_checkpoint(arrays, scalars),
         rounds.step,
         config.rounds,
@@ -408,10 +446,17 @@ def run_clustered(
         + ("" if is_user_file(config.dataset) else f" alpha={config.alpha:g}"),
         progress=progress,
         wall_column="wall_s",
-        shapes=lambda arrays: checkpoint_shapes(arrays, spec, config.num_clients, rule.slots),
+        shapes=lambda arrays: checkpoint_shapes(
+            arrays, spec, config.num_clients, rule.slots, scored
+        ),
     )
-    # each client's final cluster (clients numbered 0 .. N-1 as in the federation)
+    # each client's final cluster (clients numbered 0 .. N-1 as in the federation) and each
+    # cluster's final model: what edge-export deploys to a client (the manifest below)
     artefacts.write_clusters(run.path, dict(enumerate(map(int, result.state.cluster_of))))
+    artefacts.write_cluster_models(run.path, dict(enumerate(result.state.models)))
+    if start is not None:
+        record = auto_clusters.choice_record(start.choice, config.max_clusters)
+        artefacts.write_cluster_choice(run.path, record)
     rows = run.metrics_rows()
     accs = [float(r["acc"]) for r in rows]
     last = rows[-1]
@@ -426,12 +471,19 @@ def run_clustered(
         "peak_acc": max(accs),
         "rounds_to_90pct_peak": metrics.rounds_to_fraction_of_peak(accs, 0.9),
         "clusters": int(last["clusters"]),
+        **({"clusters_chosen": start.k} if start is not None else {}),
         "ari": float(last["ari"]) if last["ari"] != "" else None,
         "mean_stability": float(np.mean([float(r["stability"]) for r in rows[1:]] or [1.0])),
         "uplink_mb": float(sum(float(r["uplink_mb"]) for r in rows)),
         "downlink_mb": float(sum(float(r["downlink_mb"]) for r in rows)),
         "params": params,
         "wall_s": float(last["wall_s"]),
+        "deploy": image_manifest(
+            rotated_images_recipe(config),
+            spec.input_shape,
+            fed.federated.class_names,
+            spec.recorded_model,
+        ).to_json(),
     }
     if any(r.get("uplink_lowrank_mb") for r in rows):
         # rounds without the low-rank step (the FedAvg warm-up) upload the full update

@@ -6,9 +6,14 @@ splits (or one the caller gives); the method is the rule of the configuration's 
 (:func:`.rules.rule_of`), run by the clustered round of :mod:`.compose`. Files in ``--out``:
 ``config.json``, ``metrics.csv`` (per round: learning rate, mean and pooled client test
 accuracy, training loss, clusters, ARI against the rotation groups, Jaccard stability of
-memberships, uplink/downlink MB, low-rank rank), ``checkpoint.npz`` while running and
-``summary.json`` (final and peak accuracy, rounds to 90 % of the peak, clusters, ARI,
-stability, bytes, (ε, δ) when noise is on, wall time).
+memberships, uplink/downlink MB, low-rank rank), ``checkpoint.npz`` while running,
+``clusters.json`` (each client's final cluster), ``cluster_models.npz`` (each cluster's final
+model) and ``summary.json`` (final and peak accuracy, rounds to 90 % of the peak, clusters,
+ARI, stability, bytes, (ε, δ) when noise is on, wall time, and the ``clustered`` deploy
+manifest with which ``edge-export`` gives each client its cluster's model). With
+``--clusters auto`` (CFL with a fixed K, IFCA) a one-shot pass chooses K and the first
+clusters before round 1 (:mod:`.auto_clusters`): ``cluster_choice.json`` records how, the
+summary's ``clusters_chosen`` the K.
 """
 
 from __future__ import annotations
@@ -16,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from fedprune.algorithms.ascfl import compose, rules
+from fedprune.algorithms.ascfl import auto_clusters, compose, rules
 from fedprune.configs.ascfl import ClusteredImageConfig
-from fedprune.configs.protocol import dataset_label, is_user_file, settled_sha256
-from fedprune.data.images import load_images
-from fedprune.data.rotated_partition import RotatedFederatedData, partition_rotated
-from fedprune.data.user_images import read_images_npz, to_federation
+from fedprune.configs.har import AUTO
+from fedprune.configs.protocol import dataset_label, settled_sha256
+from fedprune.data.registry import rotated_federation, rotated_images_recipe
+from fedprune.data.rotated_partition import RotatedFederatedData
 from fedprune.errors import ConfigError
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel, resolve, write_architecture
@@ -32,23 +37,9 @@ def build_federation(
     config: ClusteredImageConfig, data_dir: str | os.PathLike | None
 ) -> RotatedFederatedData:
     """The rotated, label-skewed federation of ``config.dataset``, or your own images
-    (:mod:`fedprune.data.user_images`) as their clients and proxy set."""
-    if is_user_file(config.dataset):
-        return to_federation(read_images_npz(config.dataset))
-    train = load_images(config.dataset, "train", data_dir)
-    test = load_images(config.dataset, "test", data_dir)
-    return partition_rotated(
-        train,
-        test,
-        num_clients=config.num_clients,
-        alpha=config.alpha,
-        seed=config.seed,
-        min_frac=config.min_frac,
-        max_frac=config.max_frac,
-        proxy_size=config.proxy_size,
-        proxy_rotation=config.proxy_rotation,
-        iid_labels=config.labels == "iid",
-    )
+    (:mod:`fedprune.data.user_images`) as their clients and proxy set: the recipe the run
+    records for export (:func:`fedprune.data.registry.rotated_images_recipe`), loaded."""
+    return rotated_federation(rotated_images_recipe(config), data_dir)
 
 
 def model_spec(
@@ -99,4 +90,6 @@ def run_clustered_images(
     run = run or RunDir(out, recorded)
     if mine is not None:
         write_architecture(mine, run.path)
-    return compose.run_clustered(config, rules.rule_of(config, spec), fed, run, progress)
+    start = auto_clusters.settle(config, spec, fed, run) if config.clusters == AUTO else None
+    rule = rules.rule_of(config, spec, None if start is None else start.k)
+    return compose.run_clustered(config, rule, fed, run, progress, start)

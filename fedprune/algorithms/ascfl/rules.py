@@ -34,6 +34,11 @@ of the server's steps (:mod:`.server`):
   with the lowest loss on its training data; a model is the weighted average of its
   choosers' local models (model averaging), and a model nobody chose stays as it was.
   **FedAvg**: one model.
+* **``--clusters auto``** (CFL with a fixed K, IFCA; :mod:`.auto_clusters`): a one-shot pass
+  before round 1 chooses K and the first clusters (``from_cut``). CFL with a fixed K takes the
+  chosen K in every round's k-means and starts from the cut with K copies of the initial
+  model; IFCA's K models all start as the initial model and round 1 trains the cut instead of
+  the lowest-loss pick.
 * **Late clients** (``--late-clients``; the paper is silent: under Algorithm 1 every round
   re-forms the clusters). With clusters formed once (``--stage1 first_round``), a client
   absent from that round has no update to be clustered by; it is first put where the
@@ -68,6 +73,7 @@ from fedprune.algorithms.ascfl.compose import (
     full_traffic,
 )
 from fedprune.configs.ascfl import CFLConfig, CFLFixedConfig, ClusteredImageConfig, IFCAConfig
+from fedprune.configs.har import AUTO
 from fedprune.models.spec import ModelSpec
 
 Weights = list[np.ndarray]
@@ -152,6 +158,11 @@ class _Rule:
         return Regrouped(self._models(labels, round_), cluster_of, **found)
 
 
+def _copies(model: Weights, k: int) -> list[Weights]:
+    """``k`` copies of ``model`` (arrays copied: no two clusters share a tensor)."""
+    return [[np.array(w, copy=True) for w in model] for _ in range(k)]
+
+
 @dataclasses.dataclass(frozen=True)
 class FedAvgRule(_Rule):
     """FedAvg: one model, the weighted average of the reporting clients' local models."""
@@ -185,7 +196,18 @@ class CFLRule(_Rule):
 class CFLFixedRule(_Rule):
     """CFL with a fixed K (the AS-CFL paper's baseline reading): every round, spherical
     k-means with ``--clusters`` K on the reporting clients' updates (fewer when fewer
-    clients report)."""
+    clients report). ``from_cut`` (``--clusters auto``, :mod:`.auto_clusters`): K is the
+    chosen one and the run starts from the one-shot pass's clusters, every cluster's model
+    the initial model."""
+
+    from_cut: bool = False
+
+    def initial_models(self) -> list[Weights]:
+        """One model; with ``from_cut`` K copies of it, one per cluster of the cut (round 1
+        then trains exactly as from one model: every client starts from the same weights)."""
+        if not self.from_cut:
+            return super().initial_models()
+        return _copies(super().initial_models()[0], self.config.clusters)
 
     def regroup(self, round_: RoundUpdates) -> Regrouped:
         flat = np.stack([server.flatten(u) for u in round_.got.updates])
@@ -201,7 +223,12 @@ class IFCARule(_Rule):
     each model); each reporting client receives all K, trains the one with the lowest loss
     on its training data, and a model is aggregated over the clients that chose it. The
     models keep their places: a model nobody chose stays as it was, and a client that did
-    not report keeps its model's index."""
+    not report keeps its model's index. ``from_cut`` (``--clusters auto``,
+    :mod:`.auto_clusters`): the K models all start as the initial model, and in round 1
+    every client trains the model of its cluster in the one-shot pass's cut instead of
+    choosing by its loss (the module text of :mod:`.auto_clusters`)."""
+
+    from_cut: bool = False
 
     @classmethod
     def of(cls, config: ClusteredImageConfig, spec: ModelSpec) -> ClusterRule:
@@ -221,6 +248,8 @@ class IFCARule(_Rule):
         return False
 
     def initial_models(self) -> list[Weights]:
+        if self.from_cut:  # K copies of the model the one-shot pass started from
+            return _copies(super().initial_models()[0], self.config.clusters)
         return [
             list(
                 dataclasses.replace(self.spec, seed=self.config.seed * 1000 + k)
@@ -232,6 +261,8 @@ class IFCARule(_Rule):
 
     def choose(self, t: int, state: ClusterState, ids: np.ndarray, losses: Losses) -> Choice:
         cluster_of = state.cluster_of.copy()
+        if self.from_cut and t == 1:  # the cut is the first assignment; no model sent extra
+            return Choice(cluster_of, ids[:0], state.late)
         if len(state.models) > 1:
             cluster_of[ids] = np.argmin(losses(ids), axis=1)
         return Choice(cluster_of, ids, state.late)
@@ -420,10 +451,21 @@ RULES: dict[type, Callable[[ClusteredImageConfig, ModelSpec], ClusterRule]] = {
 }
 
 
-def rule_of(config: ClusteredImageConfig, spec: ModelSpec) -> ClusterRule:
+def rule_of(
+    config: ClusteredImageConfig, spec: ModelSpec, chosen: int | None = None
+) -> ClusterRule:
     """The rule of ``config``'s method (by its configuration class, :data:`RULES`) on
-    ``spec``'s model."""
+    ``spec``'s model. ``chosen``: with ``--clusters auto``, the K the one-shot pass chose
+    (:mod:`.auto_clusters`); it replaces ``--clusters`` and the rule starts from the pass's
+    clusters (``from_cut``; K = 1: IFCA's rule is FedAvg's, one model)."""
+    if (config.clusters == AUTO) != (chosen is not None):
+        raise ValueError(f"--clusters {config.clusters} with a chosen K of {chosen}")
+    if chosen is not None:
+        config = dataclasses.replace(config, clusters=chosen)
     for cls in type(config).__mro__:
         if cls in RULES:
-            return RULES[cls](config, spec)
+            rule = RULES[cls](config, spec)
+            if chosen is not None and isinstance(rule, CFLFixedRule | IFCARule):
+                rule = dataclasses.replace(rule, from_cut=True)
+            return rule
     raise TypeError(f"{type(config).__name__} is not a clustered-FL configuration")

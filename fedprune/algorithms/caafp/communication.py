@@ -43,7 +43,8 @@ def payload_bytes(
 class CommAccounts:
     """Cumulative communication in bytes, by Eq. 13 and as encoded payload, per category:
     ``models`` (cluster/global model transfers), ``clustering`` (the one-epoch updates of
-    Eq. 3 and the model they start from) and ``statistics`` (score statistics)."""
+    Eq. 3 and the model they start from, or the label histograms of ``--cluster-signal
+    labels``) and ``statistics`` (score statistics)."""
 
     CATEGORIES = ("models", "clustering", "statistics")
 
@@ -75,6 +76,12 @@ class CommAccounts:
         extra = clients * 4.0 * (active + self.n_prunable)
         self.eq13["statistics"] += extra
         self.payload["statistics"] += extra
+
+    def values(self, count: int, category: str = "clustering") -> None:
+        """``count`` float32 values sent beside any model (e.g. label histograms: C per
+        client), 4 bytes each, in both accounts."""
+        self.eq13[category] += 4.0 * count
+        self.payload[category] += 4.0 * count
 
     def scalars(self) -> dict[str, float]:
         return {

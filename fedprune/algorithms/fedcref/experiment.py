@@ -23,6 +23,15 @@ classes). The paper's autoencoder ends in a sigmoid, as the built-in images are 
 [0, 1], so with it your vectors must lie in [0, 1] (scale your features, e.g. min-max per
 feature, or bring your own autoencoder); values outside are refused. ``y`` only scores the
 run; without it the run is the same and its files leave out every label-based number.
+
+``--local-k auto`` (either data): each client chooses its K_i from its own data, one shot,
+before the first local clustering (:mod:`fedprune.algorithms.fedcref.local_k`), replacing the
+simulated system's classes per client or your ``--local-k``. The choice is written to
+``local_k.json`` (every client's silhouette per K and its K_i; with classes also their count
+and the comparison) and the summary gains ``local_k_chosen`` (K_i in client order; ``mean_k``
+is their mean) and, with classes, ``local_k_mean_abs_diff`` and ``local_k_exact_fraction``
+(chosen K_i against each client's number of classes). A resumed run reads its K_i from
+``local_k.json`` rather than choosing again (the same seed chooses the same K_i anyway).
 """
 
 from __future__ import annotations
@@ -47,9 +56,18 @@ from fedprune.algorithms.fedcref.evaluation import (
     wrong_association_pct,
 )
 from fedprune.algorithms.fedcref.initial import kmeans_on_embeddings
+from fedprune.algorithms.fedcref.local_k import (
+    LocalKChoice,
+    check_choosable,
+    choose_from_data,
+    comparison,
+    local_k_record,
+    read_local_k,
+    write_local_k,
+)
 from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
 from fedprune.algorithms.fedcref.system_size import check_fits
-from fedprune.configs.fedcref import DEFAULT_MODEL, FedCRefRunConfig, SystemConfig
+from fedprune.configs.fedcref import AUTO, DEFAULT_MODEL, FedCRefRunConfig, SystemConfig
 from fedprune.configs.protocol import dataset_label, is_user_file, settled_sha256
 from fedprune.data.clustered_partition import ClientImages, dirty_uniform, partition_clients
 from fedprune.data.images import load_images
@@ -71,12 +89,14 @@ LABEL_SUMMARY = ("acc_init", "acc_final", "true_categories", "wrong_assoc_pct")
 @dataclasses.dataclass(frozen=True)
 class Federation:
     """The clients FedCRef runs on: each one's vectors ``xs`` (float32 (n_i, d)) and number
-    of local clusters ``ks`` (K_i); ``clients``, the same clients with their classes (for the
-    scores and the dirty init), or ``None`` without classes; ``ids``, your file's client ids
-    in client order (``None`` for the simulated system, whose clients are 0 .. N-1)."""
+    of local clusters ``ks`` (K_i; ``None`` for your file with ``--local-k auto`` until the
+    clients choose them, :meth:`with_ks`); ``clients``, the same clients with their classes
+    (for the scores and the dirty init), or ``None`` without classes; ``ids``, your file's
+    client ids in client order (``None`` for the simulated system, whose clients are
+    0 .. N-1)."""
 
     xs: list[np.ndarray]
-    ks: list[int]
+    ks: list[int] | None
     clients: list[ClientImages] | None
     ids: list[int] | None = None
 
@@ -88,6 +108,15 @@ class Federation:
     @property
     def labels(self) -> list[np.ndarray] | None:
         return None if self.clients is None else [c.labels for c in self.clients]
+
+    @property
+    def class_counts(self) -> list[int] | None:
+        """Each client's number of distinct classes (``None`` without classes)."""
+        return None if self.clients is None else [len(c.classes) for c in self.clients]
+
+    def with_ks(self, ks: list[int]) -> Federation:
+        """The same clients with the K_i ``ks`` (``--local-k auto``'s choice)."""
+        return dataclasses.replace(self, ks=list(ks))
 
     @property
     def true_categories(self) -> int | None:
@@ -146,7 +175,10 @@ def user_federation(
                 "features to [0, 1] (e.g. min-max per feature), or bring your own autoencoder"
             )
     xs = [np.asarray(x, np.float32) for x in table.client_x()]
-    if system.init != "dirty" and system.local_k is not None:
+    ks: list[int] | None
+    if system.local_k == AUTO:  # chosen from the data (choose_local_ks)
+        ks = None
+    elif system.init != "dirty" and system.local_k is not None:
         ks = [system.local_k] * len(xs)
     elif ys is not None:
         ks = [int(np.unique(y).size) for y in ys]
@@ -155,7 +187,7 @@ def user_federation(
             f"{where} holds no classes y to count each client's local clusters K_i; pass "
             "--local-k K"
         )
-    for cid, x, k in zip(ids, xs, ks):
+    for cid, x, k in zip(ids, xs, ks or ()):
         if k > len(x):
             raise ConfigError(
                 f"client {cid} of {where} holds {len(x)} vectors, fewer than its K_i = {k} "
@@ -168,6 +200,11 @@ def user_federation(
             for i, (x, y) in enumerate(zip(xs, ys))
         ]
     return Federation(xs, ks, clients, ids)
+
+
+def client_names(ids: list[int] | range, where: str) -> list[str]:
+    """How errors name each client: ``client <id> of <where>``."""
+    return [f"client {i} of {where}" for i in ids]
 
 
 def initial_clusters(
@@ -202,6 +239,45 @@ def initial_clusters(
         ]
     interrupts.raise_if_received()
     return initial
+
+
+def choose_local_ks(
+    system: SystemConfig,
+    federation: Federation,
+    seed: int,
+    epochs: int,
+    model: str | UserModel = DEFAULT_MODEL,
+    progress: bool = False,
+    where: str = "the simulated system",
+) -> tuple[list[LocalKChoice], list[np.ndarray]]:
+    """``--local-k auto``: every client's choice of K_i
+    (:func:`~fedprune.algorithms.fedcref.local_k.choose_from_data`, at most
+    ``system.max_local_k``) and its initial clustering, the k-means of the chosen K_i on the
+    codes of ``model`` fit for ``epochs`` to the client's vectors, with the client's seed of
+    :func:`initial_clusters` (so equal to ``--init kmeans-ae --local-k K_i``); with
+    ``progress``, a bar over the clients. ``where`` names the data in errors."""
+    if system.init == "dirty":  # the configuration refuses this first
+        raise ConfigError("--local-k auto needs --init kmeans-ae")
+    ids = federation.ids if federation.ids is not None else range(len(federation.xs))
+    names = client_names(ids, where)
+    check_choosable([len(x) for x in federation.xs], system.max_local_k, names)
+    trainer = LocalTrainer(federation.xs[0].shape[1], epochs, model=model)
+    clients = tqdm(
+        list(enumerate(zip(federation.xs, names))),
+        desc=f"choosing K_i (autoencoder + k-means, K = 2..{system.max_local_k} per client)",
+        unit="client",
+        leave=False,
+        disable=not progress,
+    )
+    choices, initial = [], []
+    for i, (x, name) in clients:
+        choice, labels = choose_from_data(
+            x, system.max_local_k, trainer, cluster_seed(seed, 0, i), name
+        )
+        choices.append(choice)
+        initial.append(labels)
+    interrupts.raise_if_received()
+    return choices, initial
 
 
 def build_system(
@@ -281,18 +357,40 @@ def run_fedcref_experiment(
         )
     else:
         federation = Federation.of_images(simulated_clients(system, params.seed, data_dir))
-    xs, ks, labels = federation.xs, federation.ks, federation.labels
+    where = dataset_label(system.dataset) if mine else "the simulated system"
+    auto = system.local_k == AUTO
+    if auto:  # every client can score K = 2..max_local_k, before anything is trained
+        ids = federation.ids if federation.ids is not None else range(len(federation.xs))
+        check_choosable(
+            [len(x) for x in federation.xs], system.max_local_k, client_names(ids, where)
+        )
+    xs, labels = federation.xs, federation.labels
     input_dim = int(xs[0].shape[1])
     keras = None
     if isinstance(trained, UserModel):  # yours is checked once, before anything is trained
         keras = AutoencoderSpec(input_dim, params.seed, model=trained).keras()
-    initial = initial_clusters(
-        system, federation, params.seed, params.local_epochs, trained, progress=progress
+    choices = None
+    chosen = (
+        None if run is None or not auto else read_local_k(run.path, len(xs), system.max_local_k)
     )
+    if chosen is not None:  # resumed: the recorded choice
+        federation = federation.with_ks(chosen)
+    if auto and chosen is None:
+        choices, initial = choose_local_ks(
+            system, federation, params.seed, params.local_epochs, trained, progress, where
+        )
+        federation = federation.with_ks([c.chosen for c in choices])
+    else:
+        initial = initial_clusters(
+            system, federation, params.seed, params.local_epochs, trained, progress=progress
+        )
+    ks = federation.ks
     validate_inputs(xs, ks, initial)
     run = run or RunDir(out, recorded)
     if keras is not None:
         write_architecture(keras, run.path)
+    if choices is not None:
+        write_local_k(run.path, local_k_record(choices, federation.class_counts, federation.ids))
     true_categories = federation.true_categories
     algorithm = FedCRef(xs, ks, initial, params, model=trained, bars=progress)
 
@@ -377,6 +475,12 @@ def run_fedcref_experiment(
             data=table_recipe(config) if mine else image_clients_recipe(recorded),
         ).to_json(),
     }
+    if auto:
+        summary["local_k_chosen"] = list(ks)
+        if federation.class_counts is not None:
+            agreement = comparison(ks, federation.class_counts)
+            summary["local_k_mean_abs_diff"] = agreement["mean_abs_diff"]
+            summary["local_k_exact_fraction"] = agreement["exact_fraction"]
     if labels is None:
         summary = {k: v for k, v in summary.items() if k not in LABEL_SUMMARY}
     if mine:

@@ -9,9 +9,13 @@ computation.
 * :mod:`.representation` -- the data-enhanced representation (Eq. 12).
 * :mod:`.kmodes` -- weighted k-modes and failed attempts (Eq. 13-18, lines 17-25).
 * :mod:`.algorithm` -- :func:`fed_hire`, the client / upload / server / labels pipeline.
-* :mod:`.partition` -- ``--partition paper`` / ``authors`` and the z-score (§4.1).
+* :mod:`fedprune.data.table_partition` -- ``--partition paper`` / ``authors`` and the z-score
+  (§4.1; its names are re-exported here).
 * :mod:`.metrics` -- Purity, ARI, NMI, ACC (§4.1).
 * :mod:`.baselines` -- k-FED, pooled k-means (Table 3), ablations via flags (Table 4).
+* :mod:`.assigner` -- how Fed-HIRE's and k-means' centres become the run's assigner
+  (:mod:`fedprune.runs.assigner`, ``assigner.npz``; ``edge-export`` makes it a TFLite file
+  per client).
 
 The runs (these import TensorFlow, so the package does not import them):
 
@@ -97,7 +101,7 @@ from fedprune.algorithms.fedhire.algorithm import (
 )
 from fedprune.algorithms.fedhire.baselines import BaselineResult, kfed, pooled_kmeans
 from fedprune.algorithms.fedhire.metrics import accuracy, ari, evaluate, nmi, purity
-from fedprune.algorithms.fedhire.partition import (
+from fedprune.data.table_partition import (
     FederatedSplit,
     author_rows,
     make_split,

@@ -111,11 +111,18 @@ class FedHireParams:
 
 @dataclasses.dataclass(frozen=True)
 class Clusterlets:
-    """A client's local result: centroids (k, d) and each object's clusterlet (n,)."""
+    """A client's local result: centroids (k, d) and each object's clusterlet (n,).
+
+    ``feature_weights`` (k, d) and ``log_factors`` (k,): FCPL's feature-cluster weights
+    ``M`` and the mean ``ln(γ_j w_j)`` of Eq. 4 in its last epoch (:class:`.cpl.CplResult`),
+    which decide the clusterlet of a new object; ``None`` for k-means clusterlets (the
+    nearest centroid)."""
 
     centroids: np.ndarray
     labels: np.ndarray
     epochs: int = 0
+    feature_weights: np.ndarray | None = None
+    log_factors: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,8 +201,10 @@ def fcpl_clusterlets(
 ) -> Clusterlets:
     """FCPL (Algorithm 1) on one client's objects: the clusterlets competitive penalized
     learning keeps (``k_star`` does not enter: the clusterlets find their own number)."""
-    result = competitive_penalized_learning(x, rng, params.client_cpl())
-    return Clusterlets(result.centroids, result.labels, result.epochs)
+    result = competitive_penalized_learning(x, rng, params.client_cpl(), record_factors=True)
+    return Clusterlets(
+        result.centroids, result.labels, result.epochs, result.feature_weights, result.log_factors
+    )
 
 
 def kmeans_clusterlets(

@@ -25,11 +25,16 @@ from fedprune.errors import ConfigError
 
 @dataclasses.dataclass(frozen=True)
 class BaselineResult:
-    """labels per client; bytes moved (0 for pooled k-means)."""
+    """labels per client; bytes moved (0 for pooled k-means); ``centres`` per client, (k, d),
+    and ``centre_clusters``, (k,), the cluster of each: an object's label is the cluster of
+    its nearest centre (k-FED: the client's local centres; federated k-means: the global
+    centroids, the same for every client); ``None`` for pooled k-means."""
 
     labels: list[np.ndarray]
     bytes_uploaded: int = 0
     bytes_downloaded: int = 0
+    centres: list[np.ndarray] | None = None
+    centre_clusters: list[np.ndarray] | None = None
 
 
 def _seeds(seed: int, count: int) -> list[int]:
@@ -56,13 +61,20 @@ def kfed(
             f"--k-star must be at most {centres.shape[0]} (the centres uploaded), got {k_star}"
         )
     server = KMeans(k_star, n_init=10, random_state=seeds[-1]).fit(centres).labels_
-    labels, start = [], 0
+    labels, maps, start = [], [], 0
     for km in local:
         k = km.cluster_centers_.shape[0]
-        labels.append(server[start : start + k][km.labels_].astype(np.int64))
+        maps.append(server[start : start + k].astype(np.int64))
+        labels.append(maps[-1][km.labels_])
         start += k
     d = data[0].shape[1]
-    return BaselineResult(labels, 4 * d * centres.shape[0], 4 * centres.shape[0])
+    return BaselineResult(
+        labels,
+        4 * d * centres.shape[0],
+        4 * centres.shape[0],
+        [km.cluster_centers_ for km in local],
+        maps,
+    )
 
 
 def pooled_kmeans(client_data: list[np.ndarray], k_star: int, seed: int) -> BaselineResult:

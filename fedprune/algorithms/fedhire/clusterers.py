@@ -42,7 +42,9 @@ from fedprune.algorithms.fedhire.algorithm import (
     server_step,
     upload_payload,
 )
+from fedprune.algorithms.fedhire.assigner import fedhire_client, nearest_centre
 from fedprune.configs.fedhire import FedHireConfig, FedKMeansConfig, KFedConfig
+from fedprune.runs.assigner import Assigner
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,12 +52,15 @@ class Clustering:
     """A clusterer's result: ``labels`` per client, (n_l,) int64 in ``0..k*-1``; the bytes
     uploaded and downloaded by all clients together (4 per float32 / int32 value);
     ``details``: the summary entries of this clusterer alone (JSON values), written after
-    ``clusters_found``."""
+    ``clusters_found``; ``assigner``: what labels a new sample of each client as this
+    clustering labelled its objects (:mod:`.assigner`; the encoding is added by the run),
+    ``None`` if the clusterer keeps none."""
 
     labels: list[np.ndarray]
     bytes_uploaded: int
     bytes_downloaded: int
     details: dict = dataclasses.field(default_factory=dict)
+    assigner: Assigner | None = None
 
 
 class Clusterer(Protocol):
@@ -94,6 +99,12 @@ class FedHire:
         server = server_step(received, k_star, np.random.default_rng(children[-1]), self.params)
         rows = federated.download_all(server.assignments)
         ks = [c.centroids.shape[0] for c in local]
+        assigner = Assigner(
+            "fedhire",
+            self.params.similarity,
+            k_star,
+            [fedhire_client(c, row, self.params) for c, row in zip(local, rows)],
+        )
         return Clustering(
             [client_labels(c, row) for c, row in zip(local, rows)],
             bytes_uploaded=4 * client_x[0].shape[1] * sum(ks),
@@ -104,6 +115,7 @@ class FedHire:
                 "failed_attempts": server.failed_attempts,
                 "failures": server.failures,
             },
+            assigner=assigner,
         )
 
 
@@ -119,7 +131,7 @@ class KFed:
 
     def cluster(self, client_x: list[np.ndarray], k_star: int, seed: int) -> Clustering:
         result = baselines.kfed(client_x, k_star, seed, self.local_k)
-        return Clustering(list(result.labels), result.bytes_uploaded, result.bytes_downloaded)
+        return _k_means_clustering("kfed", k_star, result)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,4 +146,14 @@ class FedKMeans:
 
     def cluster(self, client_x: list[np.ndarray], k_star: int, seed: int) -> Clustering:
         result = fedkmeans.fed_kmeans(client_x, k_star, seed, self.rounds)
-        return Clustering(list(result.labels), result.bytes_uploaded, result.bytes_downloaded)
+        return _k_means_clustering("fedkmeans", k_star, result)
+
+
+def _k_means_clustering(method: str, k_star: int, result: baselines.BaselineResult) -> Clustering:
+    """The clustering of a k-means method, with its nearest-centre assigner."""
+    return Clustering(
+        list(result.labels),
+        result.bytes_uploaded,
+        result.bytes_downloaded,
+        assigner=nearest_centre(method, k_star, result.centres, result.centre_clusters),
+    )

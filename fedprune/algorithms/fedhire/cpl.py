@@ -160,6 +160,11 @@ class CplResult:
     centroids : float64 (k, d), mean of each cluster's objects.
     feature_weights : float64 (k, d), the last ``M`` rows of the surviving clusters.
     epochs : epochs run; converged : whether the last epoch changed nothing.
+    log_factors : float64 (k,), ``ln(γ_j w_j)`` (Eq. 4's factor) of each surviving cluster
+        in the last epoch, averaged over the objects (``update="sequential"``: each object
+        met the values the previous ones left; ``"batch"``: all met the epoch-start ones).
+        With ``centroids`` and ``feature_weights`` it decides the winner of a new object
+        (the assigner, :mod:`.assigner`); ``None`` unless ``record_factors``.
     """
 
     labels: np.ndarray
@@ -167,6 +172,7 @@ class CplResult:
     feature_weights: np.ndarray
     epochs: int
     converged: bool
+    log_factors: np.ndarray | None = None
 
     @property
     def k(self) -> int:
@@ -335,19 +341,25 @@ def _sequential_epoch(
     eta: float,
     offset: float = WEIGHT_OFFSET["paper"],
     score_ratio: bool = False,
+    log_factors: np.ndarray | None = None,
 ) -> np.ndarray:
     """One epoch of Algorithm 1 lines 3-7, object by object, compiled by numba: the same
     arithmetic, in the same order, as :func:`_sequential_epoch_reference` (a test checks
     that both give identical labels and weights), without a Python step per object. The
     loop is inherently sequential (each object sees the weights the previous one left), so
     it cannot be a matrix operation; compiled, Pen-Based Digits' clients take a fraction of
-    the time (``docs/fedhire.md``)."""
+    the time (``docs/fedhire.md``). ``log_factors`` (k,), if given, receives the mean over
+    the objects of the ``ln(γ_j w_j)`` each one met."""
     sim = np.ascontiguousarray(sim, dtype=np.float64)
     pen = np.ascontiguousarray(pen, dtype=np.float64)
     weight = sigmoid_weight(w_raw, offset)
-    return _sequential_epoch_compiled(
-        sim, pen, w_raw, weight, wins, float(wins_elsewhere), eta, offset, score_ratio
+    trace = np.zeros(0) if log_factors is None else log_factors
+    trace[:] = 0.0
+    labels = _sequential_epoch_compiled(
+        sim, pen, w_raw, weight, wins, float(wins_elsewhere), eta, offset, score_ratio, trace
     )
+    trace /= max(sim.shape[0], 1)
+    return labels
 
 
 @numba.njit(cache=True, nogil=True)
@@ -361,16 +373,20 @@ def _sequential_epoch_compiled(
     eta: float,
     offset: float,
     score_ratio: bool,
+    trace: np.ndarray,
 ) -> np.ndarray:
     n, k = sim.shape
     labels = np.empty(n, dtype=np.int64)
     score = np.empty(k, dtype=np.float64)
     total = wins.sum() + wins_elsewhere
+    tracing = trace.shape[0] > 0
     for i in range(n):
         v = 0
         for j in range(k):
             gamma = 1.0 - wins[j] / total if total > 0 else 1.0
             score[j] = gamma * weight[j] * sim[i, j]
+            if tracing:
+                trace[j] += math.log(max(gamma * weight[j], 1e-300))
             if score[j] > score[v]:
                 v = j
         labels[i] = v
@@ -466,6 +482,7 @@ def competitive_penalized_learning(
     rng: np.random.Generator,
     params: CplParams | None = None,
     k0: int | None = None,
+    record_factors: bool = False,
 ) -> CplResult:
     """Algorithm 1 (FCPL; MCPL runs it on the centroids): CPL from ``k0`` random objects.
 
@@ -475,6 +492,8 @@ def competitive_penalized_learning(
     rng : the source of the initial centroids.
     params : :class:`CplParams` (defaults of §4.1).
     k0 : starting number of clusters; default ``initial_k(n, params.k0_ratio)``.
+    record_factors : also return the last epoch's mean ``ln(γ w)`` (``log_factors``; one
+        more pass over the objects, which changes nothing).
 
     Returns
     -------
@@ -486,10 +505,16 @@ def competitive_penalized_learning(
     # they gain (Pen-Based Digits, one run: 41 s of CPU with two OpenBLAS threads, 28 s
     # with one, on this 2-core machine).
     with threadpool_limits(limits=1, user_api="blas"):
-        return _cpl(x, rng, params, k0)
+        return _cpl(x, rng, params, k0, record_factors)
 
 
-def _cpl(x: np.ndarray, rng: np.random.Generator, params: CplParams, k0: int | None) -> CplResult:
+def _cpl(
+    x: np.ndarray,
+    rng: np.random.Generator,
+    params: CplParams,
+    k0: int | None,
+    record_factors: bool = False,
+) -> CplResult:
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 1:
         raise ConfigError(f"CPL needs a 2-D array with at least one row, got shape {x.shape}")
@@ -517,6 +542,8 @@ def _cpl(x: np.ndarray, rng: np.random.Generator, params: CplParams, k0: int | N
         w_act, wins_act = w_raw[idx], wins[idx]
         elsewhere = float(wins.sum() - wins_act.sum())
         score_ratio = params.penalty == "score"
+        if record_factors:  # the epoch's inputs, to replay the last one
+            last = (idx, sim, pen, w_act.copy(), wins_act.copy(), elsewhere, score_ratio)
         labels = idx[
             epoch_fn(sim, pen, w_act, wins_act, elsewhere, params.eta, offset, score_ratio)
         ]
@@ -547,4 +574,23 @@ def _cpl(x: np.ndarray, rng: np.random.Generator, params: CplParams, k0: int | N
     relabel[keep] = np.arange(keep.size)
     labels = relabel[labels_old]
     final = cluster_means(x, labels, centroids[keep])
-    return CplResult(labels, final, m[keep], epoch, converged)
+    log_factors = None
+    if record_factors:
+        log_factors = _last_epoch_log_factors(last, params, offset)
+        log_factors = log_factors[np.searchsorted(last[0], keep)]
+    return CplResult(labels, final, m[keep], epoch, converged, log_factors)
+
+
+def _last_epoch_log_factors(last: tuple, params: CplParams, offset: float) -> np.ndarray:
+    """The mean ``ln(γ_j w_j)`` the objects of the last epoch met, per cluster active in it:
+    the epoch replayed from its inputs ``last`` (sequential), or its start values (batch)."""
+    idx, sim, pen, w_act, wins_act, elsewhere, score_ratio = last
+    if params.update == "sequential":
+        out = np.zeros(idx.size)
+        _sequential_epoch(
+            sim, pen, w_act, wins_act, elsewhere, params.eta, offset, score_ratio, out
+        )
+        return out
+    total = float(wins_act.sum()) + elsewhere
+    gamma = 1.0 - wins_act / total if total > 0 else np.ones_like(wins_act)
+    return np.log(np.maximum(gamma * sigmoid_weight(w_act, offset), 1e-300))

@@ -4,7 +4,7 @@ fedhire|kfed|fedkmeans``.
 :func:`run_clustering` is the same for every method and takes the method as a clusterer
 (:mod:`~fedprune.algorithms.fedhire.clusterers`): the table is read in its original format
 (:mod:`fedprune.data.uci_tabular`) and split over the clients (``--partition
-authors|paper``, :mod:`~fedprune.algorithms.fedhire.partition`), or given already split; the
+authors|paper``, :mod:`~fedprune.data.table_partition`), or given already split; the
 clusterer labels every client's objects (Fed-HIRE: each client clusters its own objects by
 FCPL, the centroids go up and the clusterlet-to-cluster map comes down as TFF computations,
 and the server builds the hierarchy and the final clusters in between; Cai et al.,
@@ -17,8 +17,11 @@ Files: ``config.json``, ``metrics.csv`` (one row: the indices), ``labels.npz`` (
 predicted labels ``client<l>`` and row indices ``rows<l>``) and ``summary.json`` (method,
 dataset, partition, seed, clients, objects, k*; Purity, ARI, NMI, ACC; clusters found; what
 the clusterer adds, for Fed-HIRE the clusterlets per client, ``k`` per level and the failed
-server attempts; bytes up and down; CPU and wall seconds). One-shot: there is nothing to
-resume, so a run either finished (its summary is returned) or is run again from the start.
+server attempts; bytes up and down; CPU and wall seconds; the ``deploy`` manifest, kind
+``assigner``) and ``assigner.npz`` (what labels a new sample of each client as the run
+labelled its objects, with the table's encoding: :mod:`fedprune.runs.assigner`;
+``edge-export`` makes it a TFLite file per client). One-shot: there is nothing to resume, so a
+run either finished (its summary is returned) or is run again from the start.
 """
 
 from __future__ import annotations
@@ -32,20 +35,23 @@ import numpy as np
 from fedprune.algorithms.fedhire import metrics
 from fedprune.algorithms.fedhire.algorithm import check_client_data
 from fedprune.algorithms.fedhire.clusterers import Clusterer
-from fedprune.algorithms.fedhire.partition import FederatedSplit, make_split
 from fedprune.configs.fedhire import FedHireConfig
 from fedprune.configs.protocol import is_user_file, settled_sha256
+from fedprune.data.registry import tabular_recipe
+from fedprune.data.table_partition import FederatedSplit, make_split
 from fedprune.data.tables import read_table_npz
 from fedprune.data.uci_tabular import load_tabular
 from fedprune.errors import ConfigError
 from fedprune.runs import RunDir, names, recorded_config
+from fedprune.runs.assigner import Assigner, normalization
+from fedprune.runs.deploy import DeployManifest
 
 
 def load_federation(
     config: FedHireConfig, data_dir: str | os.PathLike | None = None
 ) -> tuple[FederatedSplit, int]:
     """The table ``config.dataset`` split over the clients as ``config.partition`` says
-    (z-scored, :func:`~fedprune.algorithms.fedhire.partition.make_split`), and the number of
+    (z-scored, :func:`~fedprune.data.table_partition.make_split`), and the number of
     classes the table names (the default ``k*``). Your own ``.npz`` table
     (:mod:`fedprune.data.tables`) comes with its clients and is taken as it is (not z-scored);
     its number of classes is that of the distinct ``y`` (``None`` without ``y``)."""
@@ -57,7 +63,7 @@ def load_federation(
     split = make_split(
         config.dataset, table.x, table.y, config.partition, config.num_clients, config.seed
     )
-    return split, table.num_classes
+    return dataclasses.replace(split, columns=tuple(table.feature_names)), table.num_classes
 
 
 def run_clustering(
@@ -76,7 +82,7 @@ def run_clustering(
     when it is built, not here.
 
     ``table`` -- the clients' objects, already loaded and split, as a
-    :class:`~fedprune.algorithms.fedhire.partition.FederatedSplit`: ``rows``, one vector of
+    :class:`~fedprune.data.table_partition.FederatedSplit`: ``rows``, one vector of
     row indices into ``x`` per client (every client needs at least 2 objects); ``x``, the
     table (n, d) of finite numbers, clustered as it is (the UCI tables are z-scored by
     :func:`load_federation`; a given table is not); ``y``, each row's class (ground truth
@@ -120,6 +126,12 @@ def run_clustering(
         **{f"client{i}": p for i, p in enumerate(predicted)},
         **{f"rows{i}": r for i, r in enumerate(split.rows)},
     )
+    deploy = {}
+    if result.assigner is not None:
+        assigner = result.assigner.with_encoding(split.mean, split.scale, split.columns)
+        assigner = assigner.with_objects(xs)
+        assigner.write(run.path)
+        deploy = {"deploy": assigner_manifest(config, assigner)}
     summary = {
         "method": config.method,
         "dataset": config.dataset,
@@ -135,9 +147,24 @@ def run_clustering(
         "bytes_downloaded": int(result.bytes_downloaded),
         "cpu_s": time.process_time() - cpu,
         "wall_s": time.perf_counter() - wall,
+        **deploy,
     }
     run.write_summary(summary)
     return summary
+
+
+def assigner_manifest(config: FedHireConfig, assigner: Assigner) -> dict:
+    """The ``deploy`` manifest of a clustering run (kind ``assigner``, as JSON): the
+    assigner's file, one raw sample of the table's columns in, the cluster index out."""
+    return DeployManifest(
+        kind="assigner",
+        models=names.ASSIGNER,
+        model=config.method,
+        input_shape=(assigner.features,),
+        labels=None,
+        normalization=normalization(assigner),
+        data=tabular_recipe(config),
+    ).to_json()
 
 
 def run_fedhire(

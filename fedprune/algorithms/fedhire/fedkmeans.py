@@ -67,4 +67,6 @@ def fed_kmeans(
         labels,
         bytes_uploaded=4 * rounds * clients * (k_star * d + k_star),
         bytes_downloaded=4 * rounds * clients * k_star * d,
+        centres=[centroids] * clients,
+        centre_clusters=[np.arange(k_star, dtype=np.int64)] * clients,
     )

@@ -2,8 +2,9 @@
 
 Modules: :mod:`.state` (the server state and its checkpoint), :mod:`.phases` (each phase as
 a function of the state), :mod:`.policy` (the mask-policy interface), :mod:`.scope` (which
-kernels are pruned), :mod:`.compose` (:func:`run_pipeline`: the phases on the shared round
-loop, fine-tuning, the run directory). The hyper-parameters are
+kernels are pruned), :mod:`.recluster` (``--recluster split-merge``: AS-CFL's split/merge
+of the clusters during Phases 2-3), :mod:`.compose` (:func:`run_pipeline`: the phases on the
+shared round loop, fine-tuning, the run directory). The hyper-parameters are
 :class:`fedprune.configs.pipeline.PipelineConfig`.
 
 Phases (CA-AFP's Algorithm 1 in general form; each algorithm module picks the lengths, the

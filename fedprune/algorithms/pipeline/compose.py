@@ -3,7 +3,9 @@
 Rounds 1..T0 are Phase 1, round T0 + 1 the clustering, then T1 Phase-2 and T2 Phase-3 rounds
 (:mod:`~fedprune.algorithms.pipeline.phases`), all run and checkpointed by
 :func:`fedprune.engine.loop.run_rounds`; then every client fine-tunes (Eq. 12) and the run
-directory receives the clusters, masks, cluster and personal models and the summary.
+directory receives the clusters (and, where ``--clusters auto`` chose K, how:
+``cluster_choice.json``; with ``--recluster split-merge`` every split/merge pass:
+``reclusters.json``), masks, cluster and personal models and the summary.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedprune.algorithms.caafp.choose_k import ClusterChoice
 from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.algorithms.pipeline.phases import (
@@ -21,11 +24,14 @@ from fedprune.algorithms.pipeline.phases import (
     cluster_round,
     clustering_step,
     fedavg_round,
+    recluster_step,
 )
 from fedprune.algorithms.pipeline.policy import MaskPolicy
+from fedprune.algorithms.pipeline.recluster import ReclusterRule
 from fedprune.algorithms.pipeline.scope import check_block, check_layerwise, kernel_layer_names
-from fedprune.algorithms.pipeline.state import PipelineState
+from fedprune.algorithms.pipeline.state import PipelineState, saved_clusters
 from fedprune.checks import check_at_most
+from fedprune.configs.har import AUTO
 from fedprune.configs.pipeline import PipelineConfig
 from fedprune.configs.protocol import dataset_label, settle
 from fedprune.data.partition import FederatedData
@@ -75,7 +81,11 @@ def run_pipeline(
     t0, t1, t2 = config.phases
     data = load_recorded(har_recipe(config), data_dir)
     clients = f"{dataset_label(config.dataset)}'s clients"
-    check_at_most("clusters", config.clusters, data.num_clients, clients)
+    auto = config.clusters == AUTO
+    if auto:
+        check_choosable(config.max_clusters, data.num_clients, clients)
+    else:
+        check_at_most("clusters", config.clusters, data.num_clients, clients)
     trained = resolve(config.model, model, out)
     spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
     model = spec.keras()
@@ -107,9 +117,14 @@ def run_pipeline(
         seed=config.seed,
         training=LocalTraining(config.local_epochs, config.learning_rate, config.prox, masked=True),
         policy=policy,
+        max_clusters=config.max_clusters,
+        signal=config.cluster_signal,
     )
 
     held_out = HeldOut(config.eval_every, t0 + 1 + t1 + t2, spec.keras, rounds.clients)
+
+    recluster = ReclusterRule.from_config(config)
+    varying = auto or recluster is not None  # K read from the checkpoint
 
     def step(t: int, state: PipelineState) -> Step[PipelineState]:
         if t <= t0:
@@ -117,6 +132,8 @@ def run_pipeline(
         elif t == t0 + 1:
             rows = clustering_step(rounds, state, t)
         else:
+            if recluster is not None and recluster.due(t - (t0 + 1)):
+                recluster_step(rounds, state, t, recluster)
             rows = cluster_round(rounds, state, t, phase3_t=t - (t0 + 1 + t1))
         if held_out.due(t):
             add_held_out(rows, state, rounds.ids, held_out)
@@ -127,9 +144,32 @@ def run_pipeline(
         model_shapes = [w.shape for w in init]
         expected = {"global": model_shapes, "assignment": [(len(rounds.ids),)]}
         if "assignment" in arrays:
-            for c in range(config.clusters):
+            k = saved_clusters(arrays) if varying else config.clusters
+            for c in range(k):
                 expected[f"cluster{c}_w"] = expected[f"cluster{c}_m"] = model_shapes
+        if auto:
+            tried = min(config.max_clusters, data.num_clients - 1) - 1
+            expected["cluster_choice"] = [(tried,), (tried,), (2,)]
+        if "reclusters" in arrays and arrays["reclusters"]:
+            p, n = len(arrays["reclusters"][0]), len(rounds.ids)
+            expected["reclusters"] = [(p,), (p, n), (p, n), (p, n), (p,)]
         return expected
+
+    def restore(arrays: Mapping[str, Sequence[np.ndarray]], scalars: dict) -> PipelineState:
+        state = PipelineState.from_checkpoint(
+            arrays,
+            scalars,
+            None if varying else config.clusters,
+            lambda s: CommAccounts(n_params, n_prunable, n_units, s),
+        )
+        if auto and state.assignment is not None:
+            k = state.reclusters[0].k_before if state.reclusters else state.clusters
+            if state.choice is None or state.choice.chosen != k or k > config.max_clusters:
+                raise run.unusable_checkpoint(
+                    f"does not fit this run (its {k} clusters are not the ones chosen with "
+                    f"--max-clusters {config.max_clusters})"
+                )
+        return state
 
     def phase_of(t: int) -> str:
         phase = "phase 1" if t <= t0 else "clustering" if t == t0 + 1 else "phase 2"
@@ -138,12 +178,7 @@ def run_pipeline(
     result = run_rounds(
         run,
         lambda: PipelineState(init, CommAccounts(n_params, n_prunable, n_units)),
-        lambda _rounds, arrays, scalars: PipelineState.from_checkpoint(
-            arrays,
-            scalars,
-            config.clusters,
-            lambda s: CommAccounts(n_params, n_prunable, n_units, s),
-        ),
+        lambda _rounds, arrays, scalars: restore(arrays, scalars),
         step,
         t0 + 1 + t1 + t2,
         desc=lambda t: f"{config.method} {dataset_label(config.dataset)} {phase_of(t)}",
@@ -155,6 +190,10 @@ def run_pipeline(
     ids = rounds.ids
     cluster_of = state.cluster_of(ids)
     artefacts.write_clusters(run.path, cluster_of)
+    if state.choice is not None:
+        artefacts.write_cluster_choice(run.path, choice_record(state.choice, config))
+    if recluster is not None:
+        artefacts.write_reclusters(run.path, [e.record(ids) for e in state.reclusters])
     artefacts.write_cluster_models(run.path, state.cluster_w)
     kernel_masks = {c: select(m, flags) for c, m in state.cluster_m.items()}
     artefacts.write_masks(run.path, kernel_masks)
@@ -175,7 +214,9 @@ def run_pipeline(
         "num_clients": data.num_clients,
         "params": n_params,
         "prunable_params": n_prunable,
-        "clusters": {str(c): int(np.sum(state.assignment == c)) for c in range(config.clusters)},
+        "clusters": {str(c): int(np.sum(state.assignment == c)) for c in range(state.clusters)},
+        **({"clusters_chosen": state.clusters} if auto else {}),
+        **(recluster_summary(state) if recluster is not None else {}),
         "cluster_sparsity": {str(c): M.sparsity(m) for c, m in kernel_masks.items()},
         "sparsity": tuned.sparsity,
         "prune_layers": kernel_layer_names(model, scope),
@@ -195,6 +236,49 @@ def run_pipeline(
     }
     run.write_summary(summary)
     return summary
+
+
+def check_choosable(max_clusters: int, num_clients: int, clients: str) -> None:
+    """``--clusters auto`` on ``num_clients`` clients: the silhouette scores K = 2..N - 1
+    only, so at least 3 clients and ``--max-clusters`` at most N - 1; one ConfigError line
+    before anything is made."""
+    if num_clients < 3:
+        raise ConfigError(
+            f"--clusters auto needs at least 3 clients to choose K (the silhouette scores "
+            f"K = 2..N - 1), {clients} are {num_clients}; give --clusters 1"
+            + (" or 2" if num_clients == 2 else "")
+        )
+    check_at_most(
+        "max_clusters",
+        max_clusters,
+        num_clients - 1,
+        f"{clients} - 1: the silhouette scores K up to N - 1",
+    )
+
+
+def recluster_summary(state: PipelineState) -> dict:
+    """``summary.json``'s record of ``--recluster split-merge``: K after the clustering step
+    (``clusters_initial``) and at the end (``clusters_final``), how many passes ran and how
+    many changed the clusters (``reclusters.json`` has each)."""
+    events = state.reclusters
+    return {
+        "clusters_initial": events[0].k_before if events else state.clusters,
+        "clusters_final": state.clusters,
+        "recluster_passes": len(events),
+        "recluster_changes": sum(1 for e in events if (e.splits() or e.merges())),
+    }
+
+
+def choice_record(choice: ClusterChoice, config: PipelineConfig) -> dict:
+    """``cluster_choice.json``: how ``--clusters auto`` chose K (the rule of
+    :mod:`fedprune.algorithms.caafp.choose_k`, on the signal ``--cluster-signal`` names)."""
+    return {
+        "signal": config.cluster_signal,
+        "distance": "cosine",
+        "linkage": "average",
+        "max_clusters": config.max_clusters,
+        **choice.record(),
+    }
 
 
 def run_method(

@@ -6,7 +6,9 @@ Each function runs one step of the shared round loop (:mod:`fedprune.engine.loop
 
 * :func:`fedavg_round`: a Phase-1 round, data-size-weighted FedAvg over sampled clients (Eq. 2);
 * :func:`clustering_step`: one local epoch per client from w^(T0), cosine distances of the
-  updates (Eq. 3-4), agglomerative clustering; every cluster starts from w^(T0), dense;
+  updates (Eq. 3-4), agglomerative clustering (or the same on the clients' label histograms,
+  ``--cluster-signal labels``); with ``--clusters auto`` K is chosen from the same distances
+  (:mod:`fedprune.algorithms.caafp.choose_k`); every cluster starts from w^(T0), dense;
 * :func:`cluster_round`: a Phase-2 or Phase-3 round: every cluster trains its model under its
   mask with the proximal objective towards w^(T0) (Eq. 5), aggregated within the cluster
   (Eq. 6); after a scoring round the mask policy sets the new mask and the model is masked
@@ -23,16 +25,26 @@ import functools
 import numpy as np
 import tensorflow_federated as tff
 
+from fedprune.algorithms.caafp.choose_k import choose_clusters
 from fedprune.algorithms.caafp.clustering import cluster_clients
+from fedprune.algorithms.caafp.label_histograms import label_histograms
 from fedprune.algorithms.pipeline.policy import MaskPolicy, update_masks
+from fedprune.algorithms.pipeline.recluster import (
+    ReclusterEvent,
+    ReclusterRule,
+    common_model,
+    event_of,
+    regroup_models,
+)
 from fedprune.algorithms.pipeline.state import PipelineState
+from fedprune.configs.har import AUTO
 from fedprune.data.partition import ClientData
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.clustered import build_clustered_round, run_clustered_round
 from fedprune.engine.held_out import COLUMN, HeldOut
 from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_by_cluster, sample_clients
-from fedprune.engine.updates import build_update_computation, client_updates
+from fedprune.engine.updates import one_epoch_updates
 from fedprune.models.spec import ModelSpec
 from fedprune.sparsity import masks as M
 from fedprune.sparsity.layers import select
@@ -42,6 +54,7 @@ from fedprune.sparsity.layers import select
 class PipelineRounds:
     """What every round needs, built once per run: the clients, the model, which weights are
     prunable kernels (``flags``) and which of those the policy prunes (``scope``), the
+    clustering asked for (``clusters``: K or ``"auto"``, ``max_clusters``, ``signal``), the
     local-training settings, and the TFF processes (built on first use)."""
 
     spec: ModelSpec
@@ -49,12 +62,15 @@ class PipelineRounds:
     flags: list[bool]
     scope: list[bool]
     n_prunable: int
-    clusters: int
+    clusters: int | str
     clients_per_round: int
     batch_size: int
     seed: int
     training: LocalTraining
     policy: MaskPolicy | None
+    max_clusters: int = 8
+    signal: str = "update"
+    _built: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def ids(self) -> list[int]:
@@ -68,16 +84,16 @@ class PipelineRounds:
     def fedavg_base(self) -> tff.learning.templates.LearningAlgorithmState:
         return self.fedavg_process.initialize()
 
-    @functools.cached_property
-    def plain_round(self) -> tff.Computation:
-        """Every cluster's Phase-2/3 round in one TFF computation."""
-        return build_clustered_round(self.spec, self.training, self.clusters)
-
-    @functools.cached_property
-    def measuring_round(self) -> tff.Computation:
-        """The same, also gathering the score statistics (a scoring round)."""
-        training = dataclasses.replace(self.training, statistics=True)
-        return build_clustered_round(self.spec, training, self.clusters)
+    def clustered_round(self, k: int, measure: bool) -> tff.Computation:
+        """Every one of the ``k`` clusters' Phase-2/3 round in one TFF computation (built on
+        first use; K is known once the clients are clustered); ``measure``: also gathering
+        the score statistics (a scoring round)."""
+        if (k, measure) not in self._built:
+            training = self.training
+            if measure:
+                training = dataclasses.replace(training, statistics=True)
+            self._built[k, measure] = build_clustered_round(self.spec, training, k)
+        return self._built[k, measure]
 
     def row(
         self,
@@ -118,28 +134,93 @@ def fedavg_round(rounds: PipelineRounds, state: PipelineState, t: int) -> list[d
     return [rounds.row(state, t, "fedavg", -1, len(chosen), output.metrics["client_work"]["train"])]
 
 
+def clustering_signals(
+    rounds: PipelineRounds,
+    state: PipelineState,
+    t: int,
+    start: list[np.ndarray] | None = None,
+) -> np.ndarray:
+    """What every client sends for the clustering, one row per client in id order, counted in
+    the ``clustering`` communication: its one-epoch update from w^(T0) (Eq. 3; the download
+    of w^(T0) and the upload of the update), or from ``start`` where given (a split/merge
+    pass's common model), or with ``signal="labels"`` its label histogram (C values
+    uploaded, :mod:`fedprune.algorithms.caafp.label_histograms`)."""
+    ids = rounds.ids
+    if rounds.signal == "labels":
+        histograms = label_histograms(
+            [rounds.clients[i].y_train for i in ids], rounds.spec.num_classes
+        )
+        state.accounts.values(histograms.size, "clustering")
+        return histograms
+    updates = one_epoch_updates(
+        rounds.spec,
+        state.global_w if start is None else start,
+        [rounds.clients[i] for i in ids],
+        rounds.training.learning_rate,
+        rounds.seed,
+        rounds.batch_size,
+        round_num=t,
+    )
+    state.accounts.model(rounds.n_prunable, 2 * len(ids), "clustering")
+    return updates
+
+
 def clustering_step(rounds: PipelineRounds, state: PipelineState, t: int) -> list[dict]:
-    """After Phase 1: cluster the clients by their one-epoch updates from w^(T0) (Eq. 3-4);
-    with K = 1 nothing is computed or sent. Every cluster starts from w^(T0) with mask 1."""
+    """After Phase 1: cluster the clients by their one-epoch updates from w^(T0) (Eq. 3-4),
+    or their label histograms; with ``clusters="auto"`` K is chosen from the same signals
+    (:func:`~fedprune.algorithms.caafp.choose_k.choose_clusters`, kept in ``state.choice``);
+    with K = 1 asked for, nothing is computed or sent. Every cluster starts from w^(T0) with
+    mask 1."""
     ids = rounds.ids
     if rounds.clusters == 1:
+        k = 1
         state.assignment = np.zeros(len(ids), dtype=np.int64)
     else:
-        training = LocalTraining(1, rounds.training.learning_rate, statistics=False)
-        updates = client_updates(
-            build_update_computation(rounds.spec, training),
-            tff.learning.models.ModelWeights(state.global_w, []),
-            [rounds.clients[i] for i in ids],
-            rounds.seed,
-            rounds.batch_size,
-            round_num=t,
-        )
-        state.assignment = cluster_clients(updates, rounds.clusters)
-        state.accounts.model(rounds.n_prunable, 2 * len(ids), "clustering")
-    for c in range(rounds.clusters):
+        signals = clustering_signals(rounds, state, t)
+        if rounds.clusters == AUTO:
+            state.choice = choose_clusters(signals, rounds.max_clusters)
+            k = state.choice.chosen
+        else:
+            k = int(rounds.clusters)
+        state.assignment = cluster_clients(signals, k)
+    for c in range(k):
         state.cluster_w[c] = [w.copy() for w in state.global_w]
         state.cluster_m[c] = [np.ones_like(w, np.float32) for w in state.global_w]
     return [rounds.row(state, t, "clustering", -1, len(ids), None)]
+
+
+def recluster_step(
+    rounds: PipelineRounds, state: PipelineState, t: int, rule: ReclusterRule
+) -> ReclusterEvent:
+    """``--recluster split-merge``, before round ``t``: every client's signal from the common
+    model (or its label histogram), AS-CFL's split/merge pass on it
+    (:meth:`~fedprune.algorithms.pipeline.recluster.ReclusterRule.adjust`, the previous
+    pass's splits guarded against), the new clusters' models and masks
+    (:func:`~fedprune.algorithms.pipeline.recluster.regroup_models`); the pass is appended to
+    ``state.reclusters`` and returned. See :mod:`fedprune.algorithms.pipeline.recluster`."""
+    ids = rounds.ids
+    sizes = np.array([rounds.clients[i].num_train for i in ids], dtype=np.float64)
+    before = np.asarray(state.assignment, dtype=np.int64)
+    start = None
+    if rounds.signal != "labels":
+        start = common_model(state.cluster_w, before, sizes)
+    signals = clustering_signals(rounds, state, t, start)
+    previous = state.reclusters[-1].split_pairs() if state.reclusters else ()
+    adjustment, after, capped = rule.adjust(signals, before, sizes, previous)
+    state.cluster_w, state.cluster_m = regroup_models(
+        state.cluster_w,
+        state.cluster_m,
+        before,
+        after,
+        sizes,
+        rounds.scope,
+        rule.block,
+        rule.budget,
+    )
+    state.assignment = after
+    event = event_of(t, before, after, adjustment, capped)
+    state.reclusters.append(event)
+    return event
 
 
 def cluster_round(
@@ -155,7 +236,7 @@ def cluster_round(
         state.cluster_of(rounds.ids), rounds.clients_per_round, rounds.seed, t
     )
     outputs = run_clustered_round(
-        rounds.measuring_round if measure else rounds.plain_round,
+        rounds.clustered_round(state.clusters, measure),
         state.cluster_w,
         state.cluster_m,
         state.global_w if rounds.training.prox > 0 else None,

@@ -2,19 +2,32 @@
 
 In the style of fedjax's ``ServerState``: the global model w (Phase 1, and the proximal anchor
 w^(T0) of Eq. 5 afterwards), each client's cluster, each cluster's model w_c and mask M_c
-(Eq. 6-7), and the communication accounts (Eq. 13 and encoded payload). The checkpoint keys
-are those fedprune has always written (``global``, ``assignment``, ``cluster{c}_w``,
-``cluster{c}_m``; accounts as scalars), so older run directories resume.
+(Eq. 6-7), the communication accounts (Eq. 13 and encoded payload), and with ``--clusters
+auto`` how K was chosen (:class:`~fedprune.algorithms.caafp.choose_k.ClusterChoice`). The
+checkpoint keys are those fedprune has always written (``global``, ``assignment``,
+``cluster{c}_w``, ``cluster{c}_m``; accounts as scalars), so older run directories resume;
+a chosen K adds ``cluster_choice``: [K tried (int64), their mean silhouettes (float64),
+[threshold, K chosen] (float64)]; the split/merge passes of ``--recluster split-merge`` so far
+add ``reclusters`` (:func:`~fedprune.algorithms.pipeline.recluster.events_to_arrays`; absent
+before the first pass, so a run without passes writes what it always wrote). Their K is the
+number of ``cluster{c}_w`` lists saved (:func:`saved_clusters`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from fedprune.algorithms.caafp.choose_k import ClusterChoice
 from fedprune.algorithms.caafp.communication import CommAccounts
+from fedprune.algorithms.pipeline.recluster import (
+    ReclusterEvent,
+    events_from_arrays,
+    events_to_arrays,
+)
 
 Weights = list[np.ndarray]
 
@@ -26,6 +39,14 @@ class PipelineState:
     assignment: np.ndarray | None = None  # cluster of each client, in sorted client-id order
     cluster_w: dict[int, Weights] = dataclasses.field(default_factory=dict)
     cluster_m: dict[int, Weights] = dataclasses.field(default_factory=dict)
+    choice: ClusterChoice | None = None  # how K was chosen (--clusters auto)
+    # the split/merge passes so far (--recluster split-merge), in order
+    reclusters: list[ReclusterEvent] = dataclasses.field(default_factory=list)
+
+    @property
+    def clusters(self) -> int:
+        """K: the number of clusters formed (0 before the clustering step)."""
+        return len(self.cluster_w)
 
     def to_checkpoint(self) -> tuple[dict[str, Weights], dict[str, float]]:
         arrays: dict[str, Weights] = {"global": self.global_w}
@@ -34,6 +55,15 @@ class PipelineState:
             for c in sorted(self.cluster_w):
                 arrays[f"cluster{c}_w"] = self.cluster_w[c]
                 arrays[f"cluster{c}_m"] = self.cluster_m[c]
+        if self.choice is not None:
+            tried = sorted(self.choice.silhouettes)
+            arrays["cluster_choice"] = [
+                np.array(tried, np.int64),
+                np.array([self.choice.silhouettes[k] for k in tried], np.float64),
+                np.array([self.choice.min_silhouette, self.choice.chosen], np.float64),
+            ]
+        if self.reclusters:
+            arrays["reclusters"] = events_to_arrays(self.reclusters, len(self.assignment))
         return arrays, self.accounts.scalars()
 
     @classmethod
@@ -41,18 +71,34 @@ class PipelineState:
         cls,
         arrays: dict[str, Weights],
         scalars: dict[str, float],
-        clusters: int,
+        clusters: int | None,
         accounts: Callable[[dict[str, float]], CommAccounts],
     ) -> PipelineState:
+        """The state ``to_checkpoint`` saved; ``clusters``: K, or ``None`` where the run chose
+        K (``--clusters auto``) or may change it (``--recluster split-merge``): then K is the
+        checkpoint's (:func:`saved_clusters`)."""
         state = cls(arrays["global"], accounts(scalars))
         if "assignment" in arrays:
             state.assignment = arrays["assignment"][0]
-            for c in range(clusters):
+            k = saved_clusters(arrays) if clusters is None else clusters
+            for c in range(k):
                 state.cluster_w[c] = arrays[f"cluster{c}_w"]
                 state.cluster_m[c] = arrays[f"cluster{c}_m"]
+        if "cluster_choice" in arrays:
+            tried, silhouettes, (threshold, chosen) = arrays["cluster_choice"]
+            state.choice = ClusterChoice(
+                dict(zip(tried.tolist(), silhouettes.tolist())), float(threshold), int(chosen)
+            )
+        if "reclusters" in arrays:
+            state.reclusters = events_from_arrays(arrays["reclusters"])
         return state
 
     def cluster_of(self, ids: list[int]) -> dict[int, int]:
         """Client id -> cluster (``ids`` in the order of :attr:`assignment`)."""
         assert self.assignment is not None
         return dict(zip(ids, self.assignment.tolist()))
+
+
+def saved_clusters(arrays: Mapping[str, Sequence[np.ndarray]]) -> int:
+    """K of a checkpoint's arrays: how many ``cluster{c}_w`` lists it holds."""
+    return sum(1 for name in arrays if re.fullmatch(r"cluster\d+_w", name))

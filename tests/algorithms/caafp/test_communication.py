@@ -37,3 +37,10 @@ def test_saved_totals_are_restored():
     accounts = CommAccounts(10, 8, 8, saved={"eq13_models": 1024.0**2, "payload_statistics": 5})
     assert accounts.total_mib("eq13") == 1.0
     assert accounts.total_bytes("payload") == 5
+
+
+def test_label_histograms_cost_four_bytes_per_class_and_client():
+    accounts = CommAccounts(10, 8, 8)
+    accounts.values(30 * 6)  # 30 clients upload 6 class shares each
+    assert accounts.eq13["clustering"] == accounts.payload["clustering"] == 30 * 6 * 4
+    assert accounts.eq13["models"] == accounts.eq13["statistics"] == 0.0

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from fedprune.algorithms import fedhire
-from fedprune.algorithms.fedhire import algorithm, metrics, partition
+from fedprune.algorithms.fedhire import algorithm, metrics
+from fedprune.data import table_partition as partition
 from fedprune.data.uci_tabular import load_tabular
 from fedprune.errors import ConfigError
 

@@ -9,12 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fedprune.algorithms.fedhire import algorithm, partition
+from fedprune.algorithms.fedhire import algorithm
 from fedprune.algorithms.fedhire.clusterers import Clustering, FedHire, FedKMeans, KFed
 from fedprune.algorithms.fedhire.experiment import run_clustering, run_fedhire
-from fedprune.algorithms.fedhire.partition import FederatedSplit
 from fedprune.configs import fedhire as configs
 from fedprune.configs.fedhire import FedHireConfig, FedKMeansConfig, KFedConfig
+from fedprune.data import table_partition as partition
+from fedprune.data.table_partition import FederatedSplit
 from fedprune.data.uci_tabular import read_tabular
 from fedprune.errors import ConfigError, DataError
 from tests.algorithms.fedhire.test_run import _blobs_ecoli

@@ -107,8 +107,10 @@ def test_the_recorded_summary_labels_and_files(name, table_dir, tmp_path, tff_co
     config, expected, labels = RECORDED[name]
     summary = run_fedhire(config, tmp_path / name, table_dir, progress=False)
     timings = ("cpu_s", "wall_s")
-    assert list(summary) == [*expected, *timings]  # the keys and their order
-    assert {k: v for k, v in summary.items() if k not in timings} == expected
+    # the keys and their order; the deploy manifest last (tests/edge_export/test_assigner.py)
+    assert list(summary) == [*expected, *timings, "deploy"]
+    assert {k: v for k, v in summary.items() if k not in (*timings, "deploy")} == expected
+    assert summary["deploy"]["kind"] == "assigner"
     saved = np.load(tmp_path / name / "labels.npz")
     assert sorted(saved.files) == sorted(
         [f"client{i}" for i in range(3)] + [f"rows{i}" for i in range(3)]

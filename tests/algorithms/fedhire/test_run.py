@@ -10,13 +10,13 @@ import pytest
 from fedprune.algorithms.fedhire import federated, fedkmeans, metrics
 from fedprune.algorithms.fedhire.algorithm import Payload, fed_hire
 from fedprune.algorithms.fedhire.experiment import run_fedhire
-from fedprune.algorithms.fedhire.partition import make_split
 from fedprune.configs.fedhire import (
     TABULAR_DATASETS,
     FedHireConfig,
     FedKMeansConfig,
     KFedConfig,
 )
+from fedprune.data.table_partition import make_split
 from fedprune.data.uci_tabular import TABULAR_NAMES, read_tabular
 from fedprune.errors import ConfigError
 

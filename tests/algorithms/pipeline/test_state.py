@@ -38,3 +38,31 @@ def test_clusters_round_trip_under_the_keys_older_runs_wrote():
     assert np.array_equal(back.cluster_w[1][0], w[0] + 1)
     assert back.cluster_m[0][1].tolist() == [0.0, 0.0]
     assert back.cluster_of([7, 8, 9]) == {7: 1, 8: 0, 9: 1}
+
+
+def test_a_chosen_k_round_trips_without_being_told_k():
+    from fedprune.algorithms.caafp.choose_k import ClusterChoice
+    from fedprune.algorithms.pipeline.state import saved_clusters
+
+    w = [np.ones(2)]
+    state = PipelineState(w, _accounts(), assignment=np.array([0, 1, 2, 0]))
+    for c in range(3):
+        state.cluster_w[c] = [v * c for v in w]
+        state.cluster_m[c] = [np.ones(2, np.float32)]
+    state.choice = ClusterChoice({2: 0.25, 3: 0.5}, 0.1, 3)
+    assert state.clusters == 3
+    arrays, scalars = state.to_checkpoint()
+    tried, silhouettes, settings = arrays["cluster_choice"]
+    assert tried.tolist() == [2, 3] and silhouettes.tolist() == [0.25, 0.5]
+    assert settings.tolist() == [0.1, 3.0]
+    assert saved_clusters(arrays) == 3
+    back = PipelineState.from_checkpoint(arrays, scalars, clusters=None, accounts=_accounts)
+    assert back.clusters == 3 and back.choice == state.choice
+    assert back.cluster_w[2][0].tolist() == [2.0, 2.0]
+
+
+def test_a_fixed_k_writes_no_choice():
+    state = PipelineState([np.ones(2)], _accounts(), assignment=np.array([0, 0]))
+    state.cluster_w[0], state.cluster_m[0] = [np.ones(2)], [np.ones(2)]
+    arrays, _ = state.to_checkpoint()
+    assert "cluster_choice" not in arrays

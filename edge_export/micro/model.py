@@ -1,11 +1,12 @@
-"""TFLite Micro: the model as a C array, the ops to register, and the tensor arena it needs.
+"""What TFLite Micro needs to run a flatbuffer: the ops to register and the tensor arena.
 
 TFLite Micro cannot read the converter's sparse tensor format, so micro exports start from a
 dense flatbuffer (normally the int8 one). The arena size is *measured* with the TFLite Micro
 Python interpreter (``tflite-micro`` package) when it is installed: the smallest arena, to 16
 bytes, with which the model allocates and runs. Without it, an *upper bound* is computed
 from the graph (every non-constant tensor alive at once, plus a fixed allowance for the
-interpreter's own structures) and labelled as such.
+interpreter's own structures) and labelled as such. A firmware allocates the minimum plus
+:func:`arena_headroom`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
-from pathlib import Path
+import time
 
 import numpy as np
 
@@ -43,12 +43,35 @@ RESOLVER_METHODS = {
 _TYPE_BYTES = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 9: 1, 10: 8}  # TensorType -> bytes
 INTERPRETER_ALLOWANCE = 4096  # bytes for node/registration structs in the upper bound
 
+# Headroom on top of the measured minimum arena: 10 % of it, at least 1 KiB, the sum rounded
+# up to 16 bytes (TFLite Micro's arena alignment).
+HEADROOM_FRACTION = 0.10
+HEADROOM_MIN_BYTES = 1024
+ARENA_ALIGNMENT = 16
+
 
 @dataclasses.dataclass(frozen=True)
 class MicroExport:
     ops: list[str]
-    arena_bytes: int
+    arena_bytes: int  # the minimum (measured, or the upper bound), without headroom
     arena_measured: bool  # False: an upper bound computed from the graph
+
+
+def arena_headroom(minimum: int) -> int:
+    """Bytes a firmware adds to the minimum arena: ``max(1 KiB, 10 %)``, the sum rounded up to
+    16 bytes. The minimum is exact only for the TFLite Micro build that measured it; another
+    version's allocations, optimized kernels' scratch buffers and an arena that the target does
+    not place on a 16-byte boundary need more."""
+    wanted = minimum + max(HEADROOM_MIN_BYTES, int(np.ceil(minimum * HEADROOM_FRACTION)))
+    return -(-wanted // ARENA_ALIGNMENT) * ARENA_ALIGNMENT - minimum
+
+
+def headroom_rule() -> str:
+    """:func:`arena_headroom` in words."""
+    return (
+        f"max({HEADROOM_MIN_BYTES} B, {HEADROOM_FRACTION:.0%} of the minimum), the sum rounded "
+        f"up to {ARENA_ALIGNMENT} bytes"
+    )
 
 
 def _schema():  # noqa: ANN202
@@ -117,12 +140,19 @@ def quantize_input(model_content: bytes, x: np.ndarray) -> np.ndarray:
     return quantize(x, details)
 
 
-def measure_arena(model_content: bytes, sample: np.ndarray, limit: int = 1 << 20) -> int | None:
-    """Smallest arena (16-byte steps) with which TFLite Micro runs ``sample``; ``None`` if the
-    ``tflite-micro`` package is not installed."""
+def _micro_runtime():  # noqa: ANN202
     try:
         from tflite_micro.python.tflite_micro import runtime
     except ImportError:
+        return None
+    return runtime
+
+
+def measure_arena(model_content: bytes, sample: np.ndarray, limit: int = 1 << 20) -> int | None:
+    """Smallest arena (16-byte steps) with which TFLite Micro runs ``sample``; ``None`` if the
+    ``tflite-micro`` package is not installed."""
+    runtime = _micro_runtime()
+    if runtime is None:
         return None
 
     def runs(size: int) -> bool:
@@ -144,91 +174,54 @@ def measure_arena(model_content: bytes, sample: np.ndarray, limit: int = 1 << 20
     return hi
 
 
-def c_identifier(name: str) -> str:
-    ident = re.sub(r"\W", "_", name)
-    return ident if not ident[0].isdigit() else f"m_{ident}"
+def micro_outputs(model_content: bytes, windows: np.ndarray, arena_size: int) -> np.ndarray | None:
+    """The raw (integer) output of every quantized window, one invoke each, with the TFLite
+    Micro Python interpreter and an arena of ``arena_size`` bytes; ``None`` if the
+    ``tflite-micro`` package is not installed."""
+    timed = timed_micro_outputs(model_content, windows, arena_size)
+    return None if timed is None else timed[0]
 
 
-def _normalization_c(ident: str, normalization: dict | None) -> str:
-    """C constants for the per-channel map the firmware applies before quantizing."""
-    if normalization is None:
-        return ""
-
-    def literal(v: float) -> str:  # "2f" is not a C++ float literal; "2.0f" is
-        text = f"{v:.9g}"
-        return (text if any(c in text for c in ".e") else text + ".0") + "f"
-
-    def floats(values: list[float]) -> str:
-        return ", ".join(literal(v) for v in values)
-
-    n = len(normalization["offset"])
-    return (
-        "// Before quantizing, per channel c: z = (x - offset[c]) / scale[c]\n"
-        f"constexpr int k{ident}_channels = {n};\n"
-        f"constexpr float k{ident}_input_offset[{n}] = {{{floats(normalization['offset'])}}};\n"
-        f"constexpr float k{ident}_input_scale[{n}] = {{{floats(normalization['scale'])}}};\n\n"
-    )
-
-
-def write_c_array(
-    model_content: bytes,
-    path_stem: Path,
-    name: str,
-    ops: list[str],
-    arena: MicroExport,
-    normalization: dict | None = None,
-) -> tuple[Path, Path]:
-    """``<stem>.h`` / ``<stem>.cc`` with the model array (16-byte aligned), its length, the
-    resolver registration, the arena size and the input normalization constants."""
-    ident = c_identifier(name)
-    header = path_stem.with_suffix(".h")
-    source = path_stem.with_suffix(".cc")
-    guard = f"{ident.upper()}_H_"
-    kind = (
-        "measured with the TFLite Micro interpreter"
-        if arena.arena_measured
-        else ("UPPER BOUND from the graph (tflite-micro not installed)")
-    )
-    header.write_text(
-        f"// Generated by fedprune edge-export. Ops: {', '.join(ops)}.\n"
-        f"#ifndef {guard}\n#define {guard}\n\n"
-        f"extern const unsigned char {ident}[];\n"
-        f"extern const unsigned int {ident}_len;\n\n"
-        f"// Tensor arena: {kind}.\n"
-        f"constexpr int k{ident}_arena_size = {arena.arena_bytes};\n\n"
-        + _normalization_c(ident, normalization)
-        + f"// Register exactly these ops:\n"
-        f"//   tflite::MicroMutableOpResolver<{len(ops)}> resolver;\n"
-        + "".join(f"//   resolver.{RESOLVER_METHODS[op]}();\n" for op in ops)
-        + f"\n#endif  // {guard}\n"
-    )
-    rows = [
-        "  " + ", ".join(f"0x{b:02x}" for b in model_content[i : i + 12])
-        for i in range(0, len(model_content), 12)
-    ]
-    source.write_text(
-        f'#include "{header.name}"\n\n'
-        f"alignas(16) const unsigned char {ident}[] = {{\n" + ",\n".join(rows) + "\n};\n"
-        f"const unsigned int {ident}_len = {len(model_content)};\n"
-    )
-    return header, source
+def timed_micro_outputs(
+    model_content: bytes, windows: np.ndarray, arena_size: int
+) -> tuple[np.ndarray, float] | None:
+    """:func:`micro_outputs` and the median milliseconds of one ``invoke`` over the windows:
+    the time TFLite Micro's reference kernels take per window on this host (the kernels a
+    firmware runs unless it links optimized ones such as CMSIS-NN; a microcontroller is
+    slower by its clock and its lack of SIMD). ``None`` without ``tflite-micro``."""
+    runtime = _micro_runtime()
+    if runtime is None:
+        return None
+    with _quiet_stderr():
+        interpreter = runtime.Interpreter.from_bytes(model_content, arena_size=arena_size)
+        outputs, seconds = [], []
+        for window in windows:
+            interpreter.set_input(window[None], 0)
+            start = time.perf_counter()
+            interpreter.invoke()
+            seconds.append(time.perf_counter() - start)
+            outputs.append(np.array(interpreter.get_output(0)).reshape(-1))
+    return np.stack(outputs), 1000.0 * float(np.median(seconds))
 
 
-def export_micro(
-    model_content: bytes,
-    path_stem: Path,
-    name: str,
-    sample: np.ndarray,
-    normalization: dict | None = None,
-) -> MicroExport:
-    """Check, measure (or bound) the arena, and write the C array pair (with the input
-    normalization constants when the model expects normalized input)."""
-    ops = check_micro_compatible(model_content)
-    measured = measure_arena(model_content, sample)
-    arena = MicroExport(
-        ops=ops,
-        arena_bytes=measured if measured is not None else arena_upper_bound(model_content),
-        arena_measured=measured is not None,
-    )
-    write_c_array(model_content, path_stem, name, ops, arena, normalization)
-    return arena
+def reference_outputs(model_content: bytes, windows: np.ndarray) -> np.ndarray:
+    """The raw output of every quantized window with TFLite's reference kernels (what stands
+    in for TFLite Micro when its Python package is not installed)."""
+    import tensorflow as tf
+
+    from fedprune.quiet import native_output
+
+    with native_output():
+        interpreter = tf.lite.Interpreter(
+            model_content=model_content,
+            experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF,
+        )
+        interpreter.allocate_tensors()
+    inp = interpreter.get_input_details()[0]
+    out = interpreter.get_output_details()[0]
+    outputs = []
+    for window in windows:
+        interpreter.set_tensor(inp["index"], window[None])
+        interpreter.invoke()
+        outputs.append(interpreter.get_tensor(out["index"]).reshape(-1))
+    return np.stack(outputs)

@@ -15,10 +15,13 @@
   and not every row is used. For Statlog Vehicle the README drops "row 752 (the first line of
   xai.dat)", so a 846-row table loses that row first.
 * Preprocessing -- both schemes z-score every feature with the whole dataset's mean and
-  population std (``ddof=0``); a constant feature is only centred.
+  population std (``ddof=0``); a constant feature is only centred. The split keeps the
+  table as read (``raw``), the z-score's constants (``mean``, ``scale``) and, where the
+  loader names them, the columns: what a new sample needs to be encoded as the run encoded
+  its objects (:mod:`fedprune.runs.assigner`).
 * Your own clients -- :meth:`FederatedSplit.from_clients` stacks one array per client (and,
   optionally, their classes) into the same split, used as it is (no z-score): what
-  :func:`~fedprune.algorithms.fedhire.experiment.run_fedhire` takes as ``table``.
+  :func:`fedprune.algorithms.fedhire.experiment.run_fedhire` takes as ``table``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from fedprune.checks import check_choice, check_count, check_seed
 from fedprune.errors import ConfigError, DataError
 
 PARTITIONS = ("paper", "authors")
-AUTHOR_SPLITS = Path(__file__).resolve().parents[3] / "experiments" / "fedhire_author_splits.json"
+AUTHOR_SPLITS = Path(__file__).resolve().parents[2] / "experiments" / "fedhire_author_splits.json"
 CODES = {
     "ecoli": "EC",
     "user_knowledge_modeling": "US",
@@ -56,11 +59,19 @@ class FederatedSplit:
     a row may belong to several clients, and not every row to one); ``x`` the preprocessed
     table (n, d); ``y`` each row's class (n,), or ``None`` for a table without classes. The
     classes are ground truth for the evaluation (and the paper partition) only: no clusterer
-    sees them."""
+    sees them.
+
+    How ``x`` came from the table: ``raw`` is the table as read (same rows as ``x``), and
+    ``x = (raw - mean) / scale`` per column (:func:`zscore_constants`); ``columns`` names the
+    columns. ``None`` where ``x`` is the table as given (your own table)."""
 
     rows: list[np.ndarray]
     x: np.ndarray
     y: np.ndarray | None = None
+    raw: np.ndarray | None = None
+    mean: np.ndarray | None = None
+    scale: np.ndarray | None = None
+    columns: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if np.ndim(self.x) != 2:
@@ -118,11 +129,19 @@ class FederatedSplit:
         return None if self.y is None else [self.y[r] for r in self.rows]
 
 
+def zscore_constants(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, scale) per feature of :func:`zscore_population`: the mean and the population
+    std, 1 for a constant feature (float64)."""
+    x = np.asarray(x, dtype=np.float64)
+    std = x.std(axis=0)
+    return x.mean(axis=0), np.where(std > 0, std, 1.0)
+
+
 def zscore_population(x: np.ndarray) -> np.ndarray:
     """Each feature minus its mean, over its population std (constant features: centred)."""
     x = np.asarray(x, dtype=np.float64)
-    std = x.std(axis=0)
-    return (x - x.mean(axis=0)) / np.where(std > 0, std, 1.0)
+    mean, scale = zscore_constants(x)
+    return (x - mean) / scale
 
 
 def paper_partition(
@@ -203,7 +222,7 @@ def make_split(
         top = max(int(r.max()) for r in rows)
         if top >= x.shape[0]:
             raise DataError(f"author splits of {name} index row {top}; the table has {x.shape[0]}")
-        return FederatedSplit(rows, zscore_population(x), y)
+        return FederatedSplit(rows, zscore_population(x), y, x, *zscore_constants(x))
     z = zscore_population(x)
     rows = paper_partition(z, y, num_clients, seed, clusterlets_per_class)
-    return FederatedSplit(rows, z, y)
+    return FederatedSplit(rows, z, y, x, *zscore_constants(x))

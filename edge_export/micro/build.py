@@ -1,0 +1,208 @@
+"""Build a TFLite Micro project on the host and run it, with the TFLM library built once.
+
+``build_project(folder, tflm_dir)`` runs the project's own ``Makefile`` twice: ``make lib``
+into a cache folder keyed by the TFLM tree (path and every file's size and time), the
+compiler and its flags, and the TFLM sources the model needs (its op set), then ``make
+TFLM_LIB=<cache>/libtflm.a`` in the project, and runs ``main``. A second project with the
+same ops, or the same project again, reuses the cached objects. The cache lives in
+``<fedprune cache>/tflm/<key>`` (``$FEDPRUNE_CACHE_DIR`` or ``~/.cache/fedprune``) unless
+``cache_dir`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from edge_export.micro.host import MATCHED_LINE, WINDOW_LINE
+from edge_export.micro.sources import CXX_FLAGS, INCLUDE_DIRS, LIBS, LINK_FLAGS
+from edge_export.micro.sources import OPTIMIZATION_FLAGS as OPT_FLAGS
+
+JOBS = 2
+
+
+class MicroBuildError(RuntimeError):
+    """A make, compile or link step failed; the message ends with its output."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HostRun:
+    """What ``main`` printed, read back."""
+
+    output: str
+    returncode: int
+    outputs: list[np.ndarray]  # the raw outputs of every window, in order
+    predicted: list[int]
+    matched: int | None
+    total: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    run: HostRun
+    library: Path  # the cached libtflm.a
+    library_seconds: float  # make lib (nothing to do when cached)
+    program_seconds: float  # compile and link main against it
+    library_was_cached: bool  # every object was already in the cache
+
+
+def default_cache_dir() -> Path:
+    """``<fedprune cache>/tflm``."""
+    from fedprune.data.cache import cache_dir
+
+    return cache_dir() / "tflm"
+
+
+def read_host_run(output: str, returncode: int = 0) -> HostRun:
+    """``main``'s printed lines as outputs per window, predicted classes and the match count."""
+    outputs, predicted = [], []
+    for line in output.splitlines():
+        match = WINDOW_LINE.match(line)
+        if match:
+            outputs.append(np.array([int(v) for v in match.group(2).split()]))
+            predicted.append(int(match.group(3)))
+    matched = MATCHED_LINE.search(output)
+    return HostRun(
+        output=output,
+        returncode=returncode,
+        outputs=outputs,
+        predicted=predicted,
+        matched=int(matched.group(1)) if matched else None,
+        total=int(matched.group(2)) if matched else None,
+    )
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise MicroBuildError(f"{name} not found: install it to build TFLite Micro on the host")
+    return path
+
+
+def _run(command: Sequence[str], cwd: Path | None = None, env: dict | None = None) -> str:
+    result = subprocess.run(
+        list(command), cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr)[-8000:]
+        raise MicroBuildError(f"{' '.join(command)} failed (exit {result.returncode}):\n{output}")
+    return result.stdout
+
+
+def _make_env() -> dict:
+    """The environment for make, without variables the project's Makefile reads."""
+    env = dict(os.environ)
+    for name in ("TFLM_DIR", "TFLM_LIB", "BUILD_DIR", "OPTFLAGS", "CXXFLAGS", "LDFLAGS"):
+        env.pop(name, None)
+    return env
+
+
+def tree_fingerprint(tflm_dir: Path) -> str:
+    """A hash of the tree's path and every file's relative path, size and modification time."""
+    digest = hashlib.sha256(str(tflm_dir.resolve()).encode())
+    for root, dirs, files in os.walk(tflm_dir):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(root) / name
+            stat = path.stat()
+            digest.update(
+                f"{path.relative_to(tflm_dir)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode()
+            )
+    return digest.hexdigest()
+
+
+def library_key(project: Path, tflm_dir: Path) -> str:
+    """The cache key of a project's TFLM objects: tree, compiler, flags and sources."""
+    make = _tool("make")
+    config = _run([make, "-s", "-C", str(project), f"TFLM_DIR={tflm_dir}", "tflm-config"],
+                  env=_make_env())  # fmt: skip
+    compiler = config.split()[0]
+    version = _run([compiler, "--version"]).splitlines()[0]
+    digest = hashlib.sha256()
+    for part in (tree_fingerprint(tflm_dir), version, config):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing): one build per cache entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def tflm_library(
+    project: Path, tflm_dir: Path, cache_dir: Path | None = None, jobs: int = JOBS
+) -> tuple[Path, float, bool]:
+    """The project's TFLM sources compiled into ``<cache>/<key>/libtflm.a`` (only what is not
+    there yet): (archive, seconds, whether it was all cached)."""
+    tflm_dir = Path(tflm_dir).resolve()
+    project = Path(project).resolve()
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = (cache / library_key(project, tflm_dir)).resolve()
+    make = [_tool("make"), "-C", str(project), f"TFLM_DIR={tflm_dir}", f"BUILD_DIR={folder}"]
+    start = time.perf_counter()
+    with _locked(folder.with_suffix(".lock")):
+        stale = subprocess.run([*make, "-q", "lib"], env=_make_env(), capture_output=True)
+        if stale.returncode != 0:
+            _run([*make, f"-j{jobs}", "lib"], env=_make_env())
+    return folder / "libtflm.a", time.perf_counter() - start, stale.returncode == 0
+
+
+def build_project(
+    project: Path,
+    tflm_dir: Path,
+    cache_dir: Path | None = None,
+    jobs: int = JOBS,
+    timeout: float = 120,
+) -> BuildResult:
+    """Build ``project``'s ``main`` against the cached TFLM library of ``tflm_dir``, run it and
+    read its output (a failing match is in the result, not an error)."""
+    project = Path(project).resolve()
+    library, library_seconds, cached = tflm_library(project, tflm_dir, cache_dir, jobs)
+    make = [_tool("make"), "-C", str(project), f"TFLM_DIR={Path(tflm_dir).resolve()}"]
+    start = time.perf_counter()
+    _run([*make, f"-j{jobs}", f"TFLM_LIB={library}", "main"], env=_make_env())
+    program_seconds = time.perf_counter() - start
+    result = subprocess.run(
+        [str(project / "main")], cwd=project, capture_output=True, text=True, timeout=timeout
+    )
+    return BuildResult(
+        run=read_host_run(result.stdout + result.stderr, result.returncode),
+        library=library,
+        library_seconds=library_seconds,
+        program_seconds=program_seconds,
+        library_was_cached=cached,
+    )
+
+
+def compile_program(
+    sources: Sequence[Path],
+    include_dirs: Sequence[Path],
+    tflm_dir: Path,
+    library: Path,
+    output: Path,
+) -> Path:
+    """Compile and link ``sources`` (with ``include_dirs``) against a TFLM ``library`` built by
+    :func:`tflm_library`, with the same flags: a firmware of several projects' models."""
+    tflm_dir = Path(tflm_dir).resolve()
+    includes = [f"-I{d}" for d in include_dirs]
+    includes += [f"-I{tflm_dir if d == '.' else tflm_dir / d}" for d in INCLUDE_DIRS]
+    command = [_tool("g++"), *CXX_FLAGS, *OPT_FLAGS, *includes, *map(str, sources)]
+    _run([*command, *LINK_FLAGS, "-o", str(output), str(library), *LIBS])
+    return output

@@ -1,0 +1,291 @@
+"""A TFLite Micro project of one exported model: model files, test vectors, host build.
+
+``export_micro_project(content, folder, "client3_int8", ...)`` writes into ``folder``:
+
+* ``model_client3_int8.h`` / ``.cc``: the flatbuffer as a 16-byte aligned array and its
+  length, the arena size (measured minimum + :func:`~edge_export.micro.model.arena_headroom`),
+  the labels, the input map and the input/output quantization, and
+  ``client3_int8_register_ops(resolver)``, which adds exactly the model's ops. Every name
+  carries the identifier, so several models link into one firmware.
+* ``test_vectors.h``: the first (up to 16) test windows, quantized, and the outputs the
+  TFLite Micro interpreter gives them with the same arena size.
+* ``main.cc``, ``Makefile``, ``README.md``: a host program that runs the test vectors and
+  prints ``matched K of N`` (:mod:`edge_export.micro.host`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from edge_export.micro.c_array import (
+    byte_rows,
+    c_comment,
+    c_identifier,
+    c_integer_type,
+    float_literal,
+    int_rows,
+    normalization_c,
+    string_literal,
+)
+from edge_export.micro.host import write_host_files
+from edge_export.micro.layout import MicroProject
+from edge_export.micro.model import (
+    RESOLVER_METHODS,
+    arena_headroom,
+    arena_upper_bound,
+    check_micro_compatible,
+    headroom_rule,
+    measure_arena,
+    quantize_input,
+    reference_outputs,
+    timed_micro_outputs,
+)
+
+TEST_VECTORS = 16  # test windows written to test_vectors.h (fewer if the client has fewer)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tensors:
+    """The model's input and output tensor as the C code sees them."""
+
+    input_shape: list[int]
+    input_dtype: np.dtype
+    input_scale: float
+    input_zero_point: int
+    output_size: int
+    output_dtype: np.dtype
+    output_scale: float
+    output_zero_point: int
+
+
+def _tensors(model_content: bytes) -> _Tensors:
+    import tensorflow as tf
+
+    from fedprune.quiet import native_output
+
+    with native_output():
+        interpreter = tf.lite.Interpreter(model_content=model_content)
+    inp = interpreter.get_input_details()[0]
+    out = interpreter.get_output_details()[0]
+    return _Tensors(
+        input_shape=[int(s) for s in inp["shape"]],
+        input_dtype=np.dtype(inp["dtype"]),
+        input_scale=float(inp["quantization"][0]),
+        input_zero_point=int(inp["quantization"][1]),
+        output_size=int(np.prod(out["shape"])),
+        output_dtype=np.dtype(out["dtype"]),
+        output_scale=float(out["quantization"][0]),
+        output_zero_point=int(out["quantization"][1]),
+    )
+
+
+def export_micro_project(
+    model_content: bytes,
+    folder: Path,
+    name: str,
+    windows: np.ndarray,
+    labels: Sequence[str],
+    true_classes: Sequence[int] | None = None,
+    normalization: dict | None = None,
+    title: str = "a model",
+    test_vectors: int = TEST_VECTORS,
+) -> MicroProject:
+    """Check the model, measure its arena and write the project into ``folder``.
+
+    ``windows``: test windows as the model's float input takes them (after the same
+    preparation as the exported file); the first ``test_vectors`` become the test vectors,
+    quantized with the model's input scale. ``true_classes``: their labels' indices.
+    ``normalization``: the per-channel map raw sensor values need first (``None``: none).
+    ``name`` becomes the C identifier every symbol carries (``client3_int8``)."""
+    ident = c_identifier(name)
+    ops = check_micro_compatible(model_content)
+    tensors = _tensors(model_content)
+    count = min(test_vectors, len(windows))
+    quantized = quantize_input(model_content, np.asarray(windows[:count], np.float32))
+    sample = quantized[:1] if count else np.zeros(tensors.input_shape, tensors.input_dtype)
+    measured = measure_arena(model_content, sample)
+    minimum = measured if measured is not None else arena_upper_bound(model_content)
+    headroom = arena_headroom(minimum)
+    timed = timed_micro_outputs(model_content, quantized, minimum + headroom) if count else None
+    expected, latency_ms = (None, None) if timed is None else timed
+    expected_by = "the TFLite Micro Python interpreter (tflite-micro package)"
+    if count and expected is None:
+        expected = reference_outputs(model_content, quantized)
+        expected_by = "TFLite's reference kernels (tflite-micro not installed; may differ)"
+    project = MicroProject(
+        folder=folder,
+        ident=ident,
+        ops=ops,
+        arena_bytes=minimum,
+        arena_measured=measured is not None,
+        headroom_bytes=headroom,
+        test_vectors=count,
+        expected_by=expected_by,
+        latency_ms=latency_ms,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    project.header.write_text(_header(project, tensors, labels, normalization, title))
+    project.source.write_text(_source(project, model_content))
+    truth = list(true_classes[:count]) if true_classes is not None else [-1] * count
+    (folder / "test_vectors.h").write_text(
+        _test_vectors(project, tensors, quantized, expected, truth, title)
+    )
+    write_host_files(project, tensors.input_dtype, title)
+    return project
+
+
+def _guard(kind: str, ident: str) -> str:
+    return f"FEDPRUNE_{kind}_{ident.upper()}_H_"
+
+
+def _arena_comment(project: MicroProject) -> str:
+    if project.arena_measured:
+        try:
+            version = importlib.metadata.version("tflite-micro")
+        except importlib.metadata.PackageNotFoundError:  # pragma: no cover
+            version = "unknown version"
+        how = f"measured with the TFLite Micro interpreter (tflite-micro {version})"
+    else:
+        how = "an UPPER BOUND from the graph (tflite-micro was not installed to measure it)"
+    return c_comment(
+        f"Tensor arena. The minimum is {how}: the smallest arena, to 16 bytes, in which the "
+        f"model allocates and runs. The size to allocate adds headroom: {headroom_rule()}. "
+        "The minimum holds only for the TFLite Micro build that measured it: another TFLM "
+        "version allocates differently, optimized kernels (CMSIS-NN, ESP-NN) ask for scratch "
+        "buffers the reference kernels do not, and an arena that the target does not place on "
+        "a 16-byte boundary loses up to 15 bytes to alignment."
+    )
+
+
+def _header(
+    project: MicroProject,
+    tensors: _Tensors,
+    labels: Sequence[str],
+    normalization: dict | None,
+    title: str,
+) -> str:
+    i = project.ident
+    in_t, out_t = c_integer_type(tensors.input_dtype), c_integer_type(tensors.output_dtype)
+    info = np.iinfo(tensors.input_dtype)
+    shape = tensors.input_shape
+    size = int(np.prod(shape))
+    guard = _guard("MODEL", i)
+    mapping = ""
+    if normalization is not None:
+        mapping = (
+            f"    const int c = i % k{i}_channels;\n"
+            f"    z = (z - k{i}_input_offset[c]) / k{i}_input_scale[c];\n"
+        )
+    ops = ", ".join(project.ops)
+    return (
+        f"// Generated by fedprune edge-export: {title}, for TensorFlow Lite Micro.\n"
+        f'// Every name declared here carries "{i}", so several models link into one firmware.\n'
+        f"#ifndef {guard}\n#define {guard}\n\n"
+        "#include <math.h>\n#include <stdint.h>\n\n"
+        '#include "tensorflow/lite/micro/micro_mutable_op_resolver.h"\n\n'
+        "// The .tflite flatbuffer (16-byte aligned; it stays in flash).\n"
+        f"extern const unsigned char {i}_model[];\n"
+        f"extern const unsigned int {i}_model_len;\n\n"
+        + _arena_comment(project)
+        + f"constexpr int k{i}_arena_minimum = {project.arena_bytes};\n"
+        f"constexpr int k{i}_arena_headroom = {project.headroom_bytes};\n"
+        f"constexpr int k{i}_arena_size = {project.arena_size};  // minimum + headroom\n\n"
+        f"// Input: one {in_t} tensor of shape {{{', '.join(map(str, shape))}}}"
+        " (time steps x channels, row-major);\n"
+        "// q = round(z / quant_scale) + zero_point, clamped to the type's range.\n"
+        f"typedef {in_t} {i}_input_t;\n"
+        f"constexpr int k{i}_input_rank = {len(shape)};\n"
+        f"constexpr int k{i}_input_shape[{len(shape)}] = {{{', '.join(map(str, shape))}}};\n"
+        f"constexpr int k{i}_input_size = {size};  // elements\n"
+        f"constexpr float k{i}_input_quant_scale = {float_literal(tensors.input_scale)};\n"
+        f"constexpr int k{i}_input_zero_point = {tensors.input_zero_point};\n\n"
+        + normalization_c(i, normalization)
+        + f"// Output: {tensors.output_size} class scores ({out_t}); "
+        "probability = (q - zero_point) * quant_scale.\n"
+        f"typedef {out_t} {i}_output_t;\n"
+        f"constexpr int k{i}_output_size = {tensors.output_size};\n"
+        f"constexpr float k{i}_output_quant_scale = {float_literal(tensors.output_scale)};\n"
+        f"constexpr int k{i}_output_zero_point = {tensors.output_zero_point};\n\n"
+        "// Class labels, in output order.\n"
+        f"constexpr int k{i}_label_count = {len(labels)};\n"
+        f"constexpr const char* k{i}_labels[{len(labels)}] = {{"
+        + ", ".join(string_literal(label) for label in labels)
+        + "};\n\n"
+        "// A window of raw sensor values (the channels interleaved, as in training) as the\n"
+        "// model's input: the input map above, if the model has one, then quantization.\n"
+        f"inline void {i}_quantize_input(const float* raw, {i}_input_t* input) {{\n"
+        f"  for (int i = 0; i < k{i}_input_size; ++i) {{\n"
+        "    float z = raw[i];\n"
+        + mapping
+        + f"    const long q = lroundf(z / k{i}_input_quant_scale) + k{i}_input_zero_point;\n"
+        f"    input[i] = static_cast<{i}_input_t>(q < {info.min} ? {info.min} "
+        f": (q > {info.max} ? {info.max} : q));\n"
+        "  }\n}\n\n"
+        + c_comment(f"Adds exactly the model's ops ({ops}) to a resolver of k{i}_op_count entries.")
+        + f"constexpr int k{i}_op_count = {len(project.ops)};\n"
+        f"TfLiteStatus {i}_register_ops(\n"
+        f"    tflite::MicroMutableOpResolver<k{i}_op_count>& resolver);\n"
+        f"\n#endif  // {guard}\n"
+    )
+
+
+def _source(project: MicroProject, model_content: bytes) -> str:
+    i = project.ident
+    adds = "".join(
+        f"  if (resolver.{RESOLVER_METHODS[op]}() != kTfLiteOk) return kTfLiteError;\n"
+        for op in project.ops
+    )
+    return (
+        f'#include "{project.header.name}"\n\n'
+        f"alignas(16) const unsigned char {i}_model[] = {{\n" + byte_rows(model_content) + "\n};\n"
+        f"const unsigned int {i}_model_len = {len(model_content)};\n\n"
+        f"TfLiteStatus {i}_register_ops(\n"
+        f"    tflite::MicroMutableOpResolver<k{i}_op_count>& resolver) {{\n"
+        + adds
+        + "  return kTfLiteOk;\n}\n"
+    )
+
+
+def _test_vectors(
+    project: MicroProject,
+    tensors: _Tensors,
+    inputs: np.ndarray,
+    expected: np.ndarray | None,
+    truth: list[int],
+    title: str,
+) -> str:
+    i = project.ident
+    count = project.test_vectors
+    rows = max(count, 1)  # C has no empty arrays: one zero row stands in when there is none
+    size = int(np.prod(tensors.input_shape))
+    inputs = inputs.reshape(count, size) if count else np.zeros((1, size), int)
+    expected = expected.reshape(count, -1) if count else np.zeros((1, tensors.output_size), int)
+    truth = truth if count else [-1]
+    guard = _guard("TEST_VECTORS", i)
+
+    def table(values: np.ndarray) -> str:
+        return ",\n".join("  {\n" + int_rows(row, 24, "    ") + "\n  }" for row in values)
+
+    return (
+        f"// Test vectors of {title}: its first {count} test windows, prepared as for the\n"
+        f"// exported file and quantized to the model's input type, and the raw outputs that\n"
+        f"// {project.expected_by} gives them\n"
+        f"// with an arena of k{i}_arena_size bytes. main.cc checks a build against them.\n"
+        f"#ifndef {guard}\n#define {guard}\n\n"
+        f'#include "{project.header.name}"\n\n'
+        f"constexpr int k{i}_test_count = {count};\n"
+        f"alignas(16) constexpr {i}_input_t k{i}_test_inputs[{rows}][k{i}_input_size] = {{\n"
+        + table(inputs)
+        + "\n};\n"
+        f"constexpr {i}_output_t k{i}_test_expected[{rows}][k{i}_output_size] = {{\n"
+        + table(expected)
+        + "\n};\n"
+        f"// The true class of each window (its index in k{i}_labels; -1: unknown).\n"
+        f"constexpr int k{i}_test_classes[{rows}] = {{{', '.join(str(int(t)) for t in truth)}}};\n"
+        f"\n#endif  // {guard}\n"
+    )
