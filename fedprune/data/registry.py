@@ -149,6 +149,15 @@ def har_recipe(config: object) -> dict:
     return recipe
 
 
+def _user_file_recipe(loader: str, config: object) -> dict:
+    """The recipe of your own data file: the ``loader``, the path and, when known, its
+    SHA-256 (:func:`load_recorded` refuses a file that changed since the run)."""
+    recipe = {"loader": loader, "dataset": config.dataset}
+    if config.dataset_sha256 is not None:
+        recipe["sha256"] = config.dataset_sha256
+    return recipe
+
+
 def tabular_recipe(config: object) -> dict:
     """The data recipe of a clustering run (Fed-HIRE, k-FED, federated k-means): a UCI table
     with its split, or your own ``.npz`` table (with its SHA-256 when known), loaded again by
@@ -156,10 +165,7 @@ def tabular_recipe(config: object) -> dict:
     configuration's names alone; :meth:`fedprune.runs.assigner.Assigner.same_objects` tells
     whether what they load is what the run clustered."""
     if is_user_file(config.dataset):
-        recipe = {"loader": "table", "dataset": config.dataset}
-        if config.dataset_sha256 is not None:
-            recipe["sha256"] = config.dataset_sha256
-        return recipe
+        return _user_file_recipe("table", config)
     return {
         "loader": "uci-tabular",
         "dataset": config.dataset,
@@ -216,10 +222,7 @@ def rotated_images_recipe(config: object) -> dict:
     images file with its SHA-256 (its clients and proxy set come with it). What the run
     trains on (:func:`rotated_federation`) and records as its deploy manifest's ``data``."""
     if is_user_file(config.dataset):
-        recipe = {"loader": "rotated-images", "dataset": config.dataset}
-        if config.dataset_sha256 is not None:
-            recipe["sha256"] = config.dataset_sha256
-        return recipe
+        return _user_file_recipe("rotated-images", config)
     return {
         "loader": "rotated-images",
         "dataset": config.dataset,
