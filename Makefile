@@ -8,7 +8,7 @@ SHARED_DATA := $(abspath ../shared/data)
 export FEDPRUNE_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast test-stacked lint format bench reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick reproduce-score-ablation reproduce-score-ablation-quick reproduce-phases reproduce-phases-quick reproduce-finetune reproduce-finetune-quick reproduce-noniid reproduce-noniid-quick reproduce-ascfl reproduce-ascfl-quick reproduce-fedhire reproduce-fedhire-quick clean
+.PHONY: help install test test-fast test-stacked lint format bench reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick reproduce-score-ablation reproduce-score-ablation-quick reproduce-phases reproduce-phases-quick reproduce-finetune reproduce-finetune-quick reproduce-noniid reproduce-noniid-quick reproduce-ascfl reproduce-ascfl-quick reproduce-fedhire reproduce-fedhire-quick reproduce-autok reproduce-autok-quick clean
 
 help: ## show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-24s %s\n", $$1, $$2}'
@@ -84,6 +84,12 @@ reproduce-noniid: install ## non-IID robustness, Figure 4/Table 10, WISDM, 5 see
 
 reproduce-noniid-quick: install ## the same with one seed
 	$(BIN)/fedprune reproduce noniid --quick --jobs auto
+
+reproduce-autok: install ## K chosen from the data against the papers' fixed K, 5 seeds -> results/autok.*
+	$(BIN)/fedprune reproduce autok --jobs auto
+
+reproduce-autok-quick: install ## the same with one seed
+	$(BIN)/fedprune reproduce autok --quick --jobs auto
 
 reproduce-ascfl: install ## AS-CFL vs CFL/IFCA/FedAvg, sweep, ablation (scaled), 3 seeds -> results/ascfl.*
 	$(BIN)/fedprune reproduce ascfl --jobs auto

@@ -73,6 +73,16 @@ STUDIES = {
         3,
         "seed 0: the main comparison on MNIST and the rotation-only run",
     ),
+    "autok": StudyCommand(
+        "fedprune.reproduce.autok:STUDY",
+        "the number of clusters chosen from the data (--clusters auto, --local-k auto) "
+        "against the papers' fixed K",
+        "CA-AFP on Table 2's cells and non-IID WISDM (k = 1, 2, 3), IFCA on rotated MNIST "
+        "(label-skewed and rotation-only, ARI), FedCRef on its three datasets; fixed K "
+        "against auto, 5 seeds; writes autok.md/.csv/.png.",
+        5,
+        "seed 0",
+    ),
 }
 
 

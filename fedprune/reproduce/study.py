@@ -109,6 +109,7 @@ class Study:
     # from the ``curve_columns`` of the runs' ``metrics.csv``
     curves: Callable[[list[Point], dict[Labels, dict[str, np.ndarray]], Path], None] | None = None
     curve_columns: tuple[str, ...] = ()
+    from_paper: bool = True  # False: fedprune's own study, no experiments/NAME_paper.csv
 
     @property
     def paper_csv(self) -> Path:
@@ -264,6 +265,8 @@ def read_paper(path: Path) -> list[dict]:
 def join_paper(study: Study, table: list[dict]) -> list[dict]:
     """Each row with ``paper_NAME`` and ``diff_NAME`` (ours − paper) for every measured value
     the paper reports, matched on the label columns the paper's CSV has."""
+    if not study.from_paper:  # a study of our own: no paper to compare with
+        return table
     paper = read_paper(study.paper_csv)
     for row in table:
         match = None
@@ -460,7 +463,7 @@ def write_markdown(
         ),
         *body,
         "",
-        "## The paper's claims on our numbers",
+        "## The paper's claims on our numbers" if study.from_paper else "## The goals",
         "",
         *map(bullet, claims),
         *(["", "## Checks of this reproduction", "", *map(bullet, checks)] if checks else []),
@@ -486,7 +489,8 @@ def reproduce(
     out = Path(out)
     seed_list = list(range(study.quick_seeds if quick else seeds or study.default_seeds))
     files = data_files(study.datasets, data_dir)  # one line if the data is missing
-    read_paper(study.paper_csv)
+    if study.from_paper:
+        read_paper(study.paper_csv)
     out.mkdir(parents=True, exist_ok=True)
     points = study.points(quick)
     if quick:

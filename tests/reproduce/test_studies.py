@@ -26,6 +26,9 @@ def test_every_study_resolves_and_its_paper_file_exists():
     for name in STUDIES:
         st = study(name)
         assert st.name == name
+        if not st.from_paper:  # fedprune's own study: nothing to compare with
+            assert not st.paper_csv.exists(), name
+            continue
         rows = S.read_paper(st.paper_csv)
         assert rows, name
 
