@@ -53,7 +53,8 @@ What the pass costs is counted in round 1's ``uplink_mb`` and ``downlink_mb``: N
 updates up and N models down (float32). What is recorded, as the pipeline records it:
 ``config.json`` keeps ``clusters: "auto"`` and ``max_clusters``; ``cluster_choice.json`` the
 signal, distance, linkage, ``max_clusters``, threshold, the mean silhouette of every K tried
-and the K chosen (:func:`choice_record`); ``summary.json`` ``clusters_chosen``. The choice is
+and the K chosen (:meth:`.ClusterChoice.file_record`); ``summary.json``
+``clusters_chosen``. The choice is
 part of the checkpoint (:class:`.compose.ClusterState`): a resumed run takes K from it and
 never chooses again; a run interrupted before its first round finished has no checkpoint and
 starts again, making the same pass (the same seed gives the same updates and K).
@@ -62,7 +63,6 @@ starts again, making the same pass (the same seed gives the same updates and K).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -124,44 +124,9 @@ def choose_start(signals: np.ndarray, max_clusters: int) -> ChosenStart:
     return ChosenStart(choice, cluster_clients(signals, choice.chosen))
 
 
-def choice_record(choice: ClusterChoice, max_clusters: int) -> dict:
-    """``cluster_choice.json``: the keys the pipeline writes
-    (:func:`fedprune.algorithms.pipeline.compose.choice_record`), the signal always the
-    clients' one-epoch updates."""
-    return {
-        "signal": "update",
-        "distance": "cosine",
-        "linkage": "average",
-        "max_clusters": max_clusters,
-        **choice.record(),
-    }
-
-
 def tried(max_clusters: int, num_clients: int) -> int:
     """How many K the rule scores: 2..min(``max_clusters``, N - 1)."""
     return min(max_clusters, num_clients - 1) - 1
-
-
-def choice_arrays(choice: ClusterChoice) -> list[np.ndarray]:
-    """A :class:`~fedprune.algorithms.caafp.choose_k.ClusterChoice` as the pipeline's
-    checkpoint holds it (:mod:`fedprune.algorithms.pipeline.state`): [K tried (int64), their
-    mean silhouettes (float64), [threshold, K chosen] (float64)]."""
-    tried = sorted(choice.silhouettes)
-    return [
-        np.array(tried, np.int64),
-        np.array([choice.silhouettes[k] for k in tried], np.float64),
-        np.array([choice.min_silhouette, choice.chosen], np.float64),
-    ]
-
-
-def choice_of(arrays: Sequence[np.ndarray]) -> ClusterChoice:
-    """What :func:`choice_arrays` wrote."""
-    tried, silhouettes, (threshold, chosen) = arrays
-    return ClusterChoice(
-        dict(zip(np.asarray(tried).tolist(), np.asarray(silhouettes).tolist())),
-        float(threshold),
-        int(chosen),
-    )
 
 
 def settle(
@@ -178,7 +143,7 @@ def settle(
     run.check_checkpoint_shapes(arrays, {"cluster_choice": [(scored,), (scored,), (2,)]})
     if "cluster_choice" not in arrays or "cluster_of" not in arrays:
         raise run.unusable_checkpoint("is damaged (it lacks the choice of K of --clusters auto)")
-    choice = choice_of(arrays["cluster_choice"])
+    choice = ClusterChoice.from_arrays(arrays["cluster_choice"])
     most = min(config.max_clusters, config.num_clients - 1)
     if not 1 <= choice.chosen <= most:
         raise run.unusable_checkpoint(

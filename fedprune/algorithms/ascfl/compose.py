@@ -34,7 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from fedprune.algorithms.ascfl import auto_clusters, metrics, noisy_aggregation, split_merge
-from fedprune.algorithms.ascfl.auto_clusters import ChosenStart, choice_arrays, choice_of
+from fedprune.algorithms.ascfl.auto_clusters import ChosenStart
 from fedprune.algorithms.caafp.choose_k import ClusterChoice
 from fedprune.configs.ascfl import ClusteredImageConfig
 from fedprune.configs.protocol import dataset_label, is_user_file
@@ -76,7 +76,7 @@ class ClusterState:
         if self.late is not None:
             arrays["late"] = [self.late.astype(np.int64)]
         if self.choice is not None:
-            arrays["cluster_choice"] = choice_arrays(self.choice)
+            arrays["cluster_choice"] = self.choice.to_arrays()
         return arrays, {"tensors": float(tensors)}
 
     @classmethod
@@ -85,7 +85,11 @@ class ClusterState:
         models = [list(flat[i : i + tensors]) for i in range(0, len(flat), tensors)]
         splits = tuple(_decode_split(a) for a in arrays.get("splits", []))
         late = np.asarray(arrays["late"][0]).astype(bool) if "late" in arrays else None
-        choice = choice_of(arrays["cluster_choice"]) if "cluster_choice" in arrays else None
+        choice = (
+            ClusterChoice.from_arrays(arrays["cluster_choice"])
+            if "cluster_choice" in arrays
+            else None
+        )
         return cls(models, np.asarray(arrays["cluster_of"][0]), splits, late, choice)
 
 
@@ -455,7 +459,7 @@ def run_clustered(
     artefacts.write_clusters(run.path, dict(enumerate(map(int, result.state.cluster_of))))
     artefacts.write_cluster_models(run.path, dict(enumerate(result.state.models)))
     if start is not None:
-        record = auto_clusters.choice_record(start.choice, config.max_clusters)
+        record = start.choice.file_record("update", config.max_clusters)
         artefacts.write_cluster_choice(run.path, record)
     rows = run.metrics_rows()
     accs = [float(r["acc"]) for r in rows]

@@ -43,7 +43,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from sklearn.metrics import silhouette_score
@@ -89,6 +89,37 @@ class ClusterChoice:
             "min_silhouette": self.min_silhouette,
             "silhouette": {str(k): float(s) for k, s in sorted(self.silhouettes.items())},
         }
+
+    def file_record(self, signal: str, max_clusters: int) -> dict:
+        """``cluster_choice.json`` of a run: what was clustered (``signal``), how, the most
+        clusters tried and :meth:`record`."""
+        return {
+            "signal": signal,
+            "distance": "cosine",
+            "linkage": "average",
+            "max_clusters": max_clusters,
+            **self.record(),
+        }
+
+    def to_arrays(self) -> list[np.ndarray]:
+        """The checkpoint form: [K tried (int64), their mean silhouettes (float64),
+        [threshold, K chosen] (float64)]."""
+        tried = sorted(self.silhouettes)
+        return [
+            np.array(tried, np.int64),
+            np.array([self.silhouettes[k] for k in tried], np.float64),
+            np.array([self.min_silhouette, self.chosen], np.float64),
+        ]
+
+    @classmethod
+    def from_arrays(cls, arrays: Sequence[np.ndarray]) -> ClusterChoice:
+        """What :meth:`to_arrays` wrote."""
+        tried, silhouettes, (threshold, chosen) = arrays
+        return cls(
+            dict(zip(np.asarray(tried).tolist(), np.asarray(silhouettes).tolist())),
+            float(threshold),
+            int(chosen),
+        )
 
 
 def silhouettes_by_k(distances: np.ndarray, max_clusters: int) -> dict[int, float]:

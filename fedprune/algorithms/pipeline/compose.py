@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from fedprune.algorithms.caafp.choose_k import ClusterChoice
 from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.algorithms.pipeline.phases import (
@@ -191,7 +190,9 @@ def run_pipeline(
     cluster_of = state.cluster_of(ids)
     artefacts.write_clusters(run.path, cluster_of)
     if state.choice is not None:
-        artefacts.write_cluster_choice(run.path, choice_record(state.choice, config))
+        artefacts.write_cluster_choice(
+            run.path, state.choice.file_record(config.cluster_signal, config.max_clusters)
+        )
     if recluster is not None:
         artefacts.write_reclusters(run.path, [e.record(ids) for e in state.reclusters])
     artefacts.write_cluster_models(run.path, state.cluster_w)
@@ -266,18 +267,6 @@ def recluster_summary(state: PipelineState) -> dict:
         "clusters_final": state.clusters,
         "recluster_passes": len(events),
         "recluster_changes": sum(1 for e in events if (e.splits() or e.merges())),
-    }
-
-
-def choice_record(choice: ClusterChoice, config: PipelineConfig) -> dict:
-    """``cluster_choice.json``: how ``--clusters auto`` chose K (the rule of
-    :mod:`fedprune.algorithms.caafp.choose_k`, on the signal ``--cluster-signal`` names)."""
-    return {
-        "signal": config.cluster_signal,
-        "distance": "cosine",
-        "linkage": "average",
-        "max_clusters": config.max_clusters,
-        **choice.record(),
     }
 
 

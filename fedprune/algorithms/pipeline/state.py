@@ -56,12 +56,7 @@ class PipelineState:
                 arrays[f"cluster{c}_w"] = self.cluster_w[c]
                 arrays[f"cluster{c}_m"] = self.cluster_m[c]
         if self.choice is not None:
-            tried = sorted(self.choice.silhouettes)
-            arrays["cluster_choice"] = [
-                np.array(tried, np.int64),
-                np.array([self.choice.silhouettes[k] for k in tried], np.float64),
-                np.array([self.choice.min_silhouette, self.choice.chosen], np.float64),
-            ]
+            arrays["cluster_choice"] = self.choice.to_arrays()
         if self.reclusters:
             arrays["reclusters"] = events_to_arrays(self.reclusters, len(self.assignment))
         return arrays, self.accounts.scalars()
@@ -85,10 +80,7 @@ class PipelineState:
                 state.cluster_w[c] = arrays[f"cluster{c}_w"]
                 state.cluster_m[c] = arrays[f"cluster{c}_m"]
         if "cluster_choice" in arrays:
-            tried, silhouettes, (threshold, chosen) = arrays["cluster_choice"]
-            state.choice = ClusterChoice(
-                dict(zip(tried.tolist(), silhouettes.tolist())), float(threshold), int(chosen)
-            )
+            state.choice = ClusterChoice.from_arrays(arrays["cluster_choice"])
         if "reclusters" in arrays:
             state.reclusters = events_from_arrays(arrays["reclusters"])
         return state

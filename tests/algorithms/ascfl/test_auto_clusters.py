@@ -56,7 +56,7 @@ def test_signals_without_groups_keep_one_cluster():
 
 def test_the_record_has_the_pipelines_keys():
     choice = ClusterChoice({2: 0.5, 3: 0.75}, 0.2, 3)
-    assert auto_clusters.choice_record(choice, 3) == {
+    assert choice.file_record("update", 3) == {
         "signal": "update",
         "distance": "cosine",
         "linkage": "average",
