@@ -53,10 +53,30 @@ def _repeat_dropped_interrupts() -> None:
 
 
 def _record_dropped_interrupt(unraisable: object) -> None:
-    if isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt):
+    exc = getattr(unraisable, "exc_value", None)
+    if isinstance(exc, KeyboardInterrupt):
         _dropped.set()  # raised again by raise_if_dropped; nothing to print
         return
+    if _received.is_set() and _from_a_closed_rpc(exc):
+        return  # a remote value released after the same Ctrl-C ended its worker
     _previous_hook(unraisable)
+
+
+def _from_a_closed_rpc(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is a failed gRPC call.
+
+    TFF releases a remote value in a ``weakref`` finalizer that asks its worker to dispose
+    of it; after Ctrl-C, which ends the workers too, that call fails ("Socket closed") and
+    Python prints the failure as an unraisable exception in the middle of the clean
+    interrupt message. Nothing is lost by dropping it: the worker and its values are gone."""
+    grpc = sys.modules.get("grpc")
+    seen = 0
+    while exc is not None and seen < 8:
+        if grpc is not None and isinstance(exc, grpc.RpcError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 _previous_hook = sys.unraisablehook

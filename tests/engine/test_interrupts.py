@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 import time
+import weakref
 
+import grpc
 import pytest
 
 from fedprune.engine import interrupts, rounds
@@ -103,6 +106,42 @@ def test_other_unraisable_exceptions_reach_the_previous_hook(own_hook):
     finally:
         gc.callbacks.remove(callback)
     assert [type(u.exc_value) for u in own_hook][:1] == [ValueError]
+
+
+class _ClosedChannel(grpc.RpcError):
+    """What a gRPC stub raises once its worker has gone."""
+
+
+def _release_a_value_whose_worker_is_gone() -> None:
+    """As TFF's remote executor releases a value: a ``weakref.finalize`` that asks the
+    worker to dispose of it, here failing as TFF re-raises a failed call."""
+
+    class Value:
+        pass
+
+    def dispose() -> None:
+        try:
+            raise _ClosedChannel("Socket closed")
+        except grpc.RpcError as err:
+            raise RuntimeError("retryable gRPC error") from err
+
+    value = Value()
+    weakref.finalize(value, dispose)
+    del value
+    gc.collect()
+
+
+def test_a_remote_value_released_after_ctrl_c_prints_nothing(own_hook, monkeypatch):
+    monkeypatch.setattr(interrupts, "_received", threading.Event())
+    interrupts._received.set()
+    _release_a_value_whose_worker_is_gone()
+    assert own_hook == []
+
+
+def test_a_failed_remote_release_without_ctrl_c_is_still_reported(own_hook, monkeypatch):
+    monkeypatch.setattr(interrupts, "_received", threading.Event())
+    _release_a_value_whose_worker_is_gone()
+    assert [type(u.exc_value) for u in own_hook] == [RuntimeError]
 
 
 def test_install_twice_keeps_one_hook(own_hook):
