@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"comma-separated, from: {', '.join(FORMATS)} (default: {DEFAULT_FORMATS}; "
         f"FedCRef autoencoders: {DEFAULT_AUTOENCODER_FORMATS}). int8 is post-training "
-        "quantization of the trained model; int8-qat converts a copy fine-tuned "
+        "quantization of the trained model; int8-float-head is int8 with its last Dense layer "
+        "and softmax in float32 (float input and output, no int8 output rounding: the closest "
+        "8-bit agreement with Keras); int8-qat converts a copy fine-tuned "
         "quantization-aware first (--qat-epochs), a slightly different model (README: Edge export)",
     )
     parser.add_argument("--out", required=True, help="output folder")
@@ -96,10 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--input-scaling",
         choices=("per-channel", "per-tensor"),
         default="per-channel",
-        help="int8, int8-sparse, int16x8: 'per-channel' maps each sensor channel's training "
-        "range onto [-1, 1] before quantizing (the device applies the offset/scale in the "
-        ".json and the micro header; folded exactly into the first layer), 'per-tensor' "
-        "quantizes the raw input with one scale (default: per-channel)",
+        help="int8, int8-sparse, int8-float-head, int16x8: 'per-channel' maps each sensor "
+        "channel's training range onto [-1, 1] before quantizing (the device applies the "
+        "offset/scale in the .json and the micro header; folded exactly into the first "
+        "layer), 'per-tensor' quantizes the raw input with one scale (default: per-channel)",
     )
     parser.add_argument(
         "--logit-range",
@@ -113,11 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--calibration",
         choices=("auto", "plain", "equalized", "half-equalized"),
         default="auto",
-        help="int8, int8-sparse: how each client's model is prepared; 'auto' converts the "
-        "candidates on four fifths of the client's training windows and keeps the one that "
-        "agrees best with Keras on the other fifth (recorded in the .json); 'equalized' / "
-        "'half-equalized' rescale the last hidden Dense layer's units (exact in float), "
-        "'plain' leaves them (default: auto)",
+        help="int8, int8-sparse, int8-float-head: how each client's model is prepared; 'auto' "
+        "converts the candidates on four fifths of the client's training windows and keeps "
+        "the one that agrees best with Keras on the other fifth (recorded in the .json); "
+        "'equalized' / 'half-equalized' rescale the last hidden Dense layer's units (exact "
+        "in float), 'plain' leaves them (default: auto)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -54,6 +55,11 @@ def to_tflite(model: tf.keras.Model, fmt: str, representative_x: np.ndarray | No
       variant: with the sparsity optimization TF 2.14's int16x8 files run but compute wrong
       outputs for block-sparse dense kernels (1,762 of 2,060 test windows flipped, all 30
       clients of a block-16 run; per-weight masks came out right).
+    * ``int8-float-head``: int8 like ``int8`` up to the last Dense layer, which runs in float32
+      with the softmax (:func:`_float_head`); float32 input and output (the file quantizes
+      its input itself). Removes the output's rounding: a full-integer file decides near-tie
+      windows on int8 logits, and windows whose two top logits fall on one int8 step tie.
+      The last layer's kernel is stored as float32 (4 bytes per weight instead of 1).
     * ``int8-qat`` / ``int8-qat-sparse``: the int8 conversion of a quantization-aware model
       (the caller passes the model from :func:`edge_export.qat.quantization_aware_finetune`;
       the converter takes ranges from its fake-quant nodes, calibration fills the rest).
@@ -68,6 +74,15 @@ def to_tflite(model: tf.keras.Model, fmt: str, representative_x: np.ndarray | No
     converter.optimizations = optimizations
     if base == "float16":
         converter.target_spec.supported_types = [tf.float16]
+    if base == FLOAT_HEAD:
+        if representative_x is None or len(representative_x) == 0:
+            raise ConfigError(f"{base} conversion needs representative windows")
+        converter.representative_dataset = _representative(representative_x)
+        # the debugger converts with float input and output and warns that the float input
+        # has no range statistics (the QUANTIZE op it adds takes the calibrated range)
+        with native_output(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Statistics for quantized inputs were expected")
+            return _float_head(converter, _representative(representative_x[:DEBUG_WINDOWS]))
     if base in INTEGER_OPS:
         if representative_x is None or len(representative_x) == 0:
             raise ConfigError(f"{base} conversion needs representative windows")
@@ -78,6 +93,38 @@ def to_tflite(model: tf.keras.Model, fmt: str, representative_x: np.ndarray | No
         converter.inference_output_type = io_type
     with native_output():  # the quantizer prints "fully_quantize: ..." to fd 2
         return converter.convert()
+
+
+FLOAT_HEAD = "int8-float-head"
+DEBUG_WINDOWS = 8  # windows the quantization debugger runs its own checks on (unused here)
+
+
+def _float_head(
+    converter: tf.lite.TFLiteConverter, debug_x: Callable[[], Iterator[list[np.ndarray]]]
+) -> bytes:
+    """The converter's int8 model with its last FULLY_CONNECTED op and every SOFTMAX left in
+    float32, through TFLite's selective quantization (``QuantizationDebugger``'s
+    ``denylisted_ops`` / ``denylisted_nodes``). The denylist names a node by its output tensor,
+    which only a calibrated model shows, so the model is calibrated twice: once to read that
+    name, once to quantize without it."""
+    softmax_only = tf.lite.experimental.QuantizationDebugOptions(
+        denylisted_ops=["SOFTMAX"], fully_quantize=False
+    )
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter, debug_dataset=debug_x, debug_options=softmax_only
+    )
+    interpreter = tf.lite.Interpreter(model_content=debugger.get_nondebug_quantized_model())
+    dense = [op for op in interpreter._get_ops_details() if op["op_name"] == "FULLY_CONNECTED"]
+    if not dense:
+        raise ConfigError(f"{FLOAT_HEAD} needs a model whose output layer is a Dense layer")
+    head = interpreter._get_tensor_details(dense[-1]["outputs"][0], 0)["name"]
+    options = tf.lite.experimental.QuantizationDebugOptions(
+        denylisted_ops=["SOFTMAX"], denylisted_nodes=[head], fully_quantize=False
+    )
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        converter=converter, debug_dataset=debug_x, debug_options=options
+    )
+    return debugger.get_nondebug_quantized_model()
 
 
 def sparse_tensors(model_content: bytes) -> list[str]:

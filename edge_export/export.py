@@ -28,11 +28,10 @@ from edge_export.calibration import (
     held_out_split,
     prepare_candidate,
 )
-from edge_export.convert import sparse_tensors, to_tflite
+from edge_export.convert import FLOAT_HEAD, sparse_tensors, to_tflite
 from edge_export.formats import MICRO_FORMATS
 from edge_export.micro import export_micro_project
 from edge_export.prepare import (
-    LOGIT_RANGE_FORMATS,
     Prepared,
     device_normalization,
     prepare_for_format,
@@ -140,7 +139,7 @@ def export_run(
             client = run.client(client_id)
             trained = _reference(run.keras(client_id), client)
             qat = None
-            chosen = None  # the int8 preparation, measured once for int8 and int8-sparse
+            chosen: dict[str, dict] = {}  # the preparation per calibrated family (CALIBRATED)
             rows = _prediction_rows(client, trained)
             for fmt in formats:
                 if "-qat" in fmt and qat is None:
@@ -154,19 +153,22 @@ def export_run(
                     aware = {"epochs": qat_epochs, "learning_rate": qat_learning_rate}
                     prepared = Prepared(qat.model)
                     entry = _export_one(run, client_id, fmt, prepared, qat, trained, out, aware)
-                elif fmt in LOGIT_RANGE_FORMATS:
-                    if chosen is None:
+                elif fmt in CALIBRATED:
+                    family = CALIBRATED[fmt]
+                    if family not in chosen:
                         seed = int(run.config.get("seed", 0)) * 1000 + client_id
-                        chosen = _calibration(
-                            trained.model, client, seed, calibration, input_scaling, logit_range
-                        )
+                        chosen[family] = _calibration(
+                            trained.model, client, seed, calibration, input_scaling,
+                            logit_range, family,
+                        )  # fmt: skip
                     prepared = prepare_candidate(
-                        trained.model, chosen["chosen"], fmt, client.x_train,
+                        trained.model, chosen[family]["chosen"], fmt, client.x_train,
                         input_scaling, logit_range,
                     )  # fmt: skip
                     entry = _export_one(
-                        run, client_id, fmt, prepared, trained, trained, out, calibration=chosen
-                    )
+                        run, client_id, fmt, prepared, trained, trained, out,
+                        calibration=chosen[family],
+                    )  # fmt: skip
                 else:
                     prepared = prepare_for_format(
                         trained.model, fmt, client.x_train, input_scaling, logit_range
@@ -188,6 +190,9 @@ def export_run(
 
 
 PREDICTIONS = "predictions.csv"
+# the formats whose preparation is chosen per client (edge_export.calibration), by the format
+# the candidates are measured in: int8-sparse computes what int8 does, so they share a choice
+CALIBRATED = {"int8": "int8", "int8-sparse": "int8", FLOAT_HEAD: FLOAT_HEAD}
 
 
 def _calibration(
@@ -197,8 +202,9 @@ def _calibration(
     calibration: str,
     input_scaling: str,
     logit_range: str,
+    fmt: str = "int8",
 ) -> dict:
-    """The client's int8 preparation: measured (``auto``) or the one named."""
+    """The client's preparation for ``fmt``: measured (``auto``) or the one named."""
     if calibration != "auto":
         if calibration not in available(model):
             raise ConfigError(
@@ -206,7 +212,7 @@ def _calibration(
                 f"layer; choose from {', '.join(['auto', *available(model)])}"
             )
         return calibration_record(calibration, {}, 0)
-    best, measured = choose(model, "int8", client.x_train, seed, input_scaling, logit_range)
+    best, measured = choose(model, fmt, client.x_train, seed, input_scaling, logit_range)
     held_out = len(held_out_split(len(client.x_train), seed)[1]) if measured else 0
     return calibration_record(best, measured, held_out)
 

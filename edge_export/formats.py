@@ -15,6 +15,7 @@ FORMATS = (
     "float16",
     "dynamic",
     "int8",
+    "int8-float-head",
     "float32-sparse",
     "int8-sparse",
     "int8-qat",

@@ -67,8 +67,8 @@ class InputScaling:
         return {
             "offset": self.offset.tolist(),
             "scale": self.scale.tolist(),
-            "apply": "z = (x - offset) / scale per channel, then quantize z with the input "
-            "tensor's scale and zero point",
+            "apply": "z = (x - offset) / scale per channel, then z is the model's input (an "
+            "integer input tensor: quantize z with its scale and zero point first)",
         }
 
 

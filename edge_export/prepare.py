@@ -1,8 +1,9 @@
 """What a Keras model becomes before a post-training integer conversion.
 
-``int8``, ``int8-sparse`` and ``int16x8`` files take per-channel scaled input
-(:mod:`edge_export.input_scaling`); the 8-bit ones also get their logits' quantization range
-from where classes are decided (:mod:`edge_export.logit_range`). Both are exact in float; the
+``int8``, ``int8-sparse``, ``int8-float-head`` and ``int16x8`` files take per-channel scaled
+input (:mod:`edge_export.input_scaling`); the full-integer 8-bit ones also get their logits'
+quantization range from where classes are decided (:mod:`edge_export.logit_range`;
+``int8-float-head`` computes its logits in float). Both are exact in float; the
 ``-qat`` formats keep the ranges their fake-quant nodes learned, float formats convert the
 model as it is.
 """
@@ -20,7 +21,7 @@ from edge_export.logit_range import decision_logit_range, logits, with_logit_ran
 from fedprune.data.partition import ClientData
 from fedprune.errors import ConfigError
 
-SCALED_INPUT_FORMATS = ("int8", "int8-sparse", "int16x8")
+SCALED_INPUT_FORMATS = ("int8", "int8-sparse", "int8-float-head", "int16x8")
 LOGIT_RANGE_FORMATS = ("int8", "int8-sparse")
 INPUT_SCALINGS = ("per-channel", "per-tensor")
 LOGIT_RANGES = ("decision", "full")

@@ -30,6 +30,7 @@ TOLERANCE = {
     "dynamic": (1.0, 1e-3),
     "int8": (0.8, 0.05),
     "int8-sparse": (0.8, 0.05),
+    "int8-float-head": (0.8, 0.05),
     "int8-qat": (0.8, 0.05),
     "int8-qat-sparse": (0.8, 0.05),
     "int16x8": (0.8, 0.01),
