@@ -17,6 +17,12 @@ Partitions:
 
     FEDPRUNE_DATA_DIR=../shared/data python experiments/cluster_choice.py --seeds 0,1,2
     python experiments/cluster_choice.py --datasets uci_har --partitions iid --json out.json
+
+``--noise 0.25,0.5,1`` also measures ``--cluster-signal-noise`` (:mod:`fedprune.privacy.local`):
+for each noise multiplier, each signal clipped (``--clip-labels``, ``--clip-update``) and
+noised ``--repeats`` times (TF Privacy's noise is unseeded), the K chosen each time, how
+often it is the noiseless K, the ARI of the noised clusters against the noiseless ones, and
+each client's ε at δ = 1e-5 for that one upload.
 """
 
 from __future__ import annotations
@@ -48,8 +54,58 @@ def pooled(clients: tuple, seed: int) -> list:
     return out
 
 
-def measure(dataset: str, partition: str, seed: int, data_dir: str | None) -> dict:
-    """Silhouettes per K of both signals for one dataset, partition and seed."""
+@dataclasses.dataclass(frozen=True)
+class NoiseGrid:
+    """What ``--noise`` asks for: multipliers, each signal's clip, repeats per setting."""
+
+    multipliers: tuple[float, ...] = ()
+    clip_labels: float = 1.0
+    clip_update: float = 1.0
+    repeats: int = 5
+
+
+def noised_choices(signal: np.ndarray, clip: float, grid: NoiseGrid) -> list[dict]:
+    """Per noise multiplier: the K chosen on ``grid.repeats`` noised copies of ``signal``,
+    against the noiseless choice (K and ARI of the clusters)."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from fedprune.algorithms.caafp.choose_k import choose_clusters
+    from fedprune.algorithms.caafp.clustering import cluster_clients
+    from fedprune.privacy.local import UploadNoise
+
+    exact = choose_clusters(signal, MAX_K)
+    exact_labels = cluster_clients(signal, exact.chosen) if exact.chosen > 1 else None
+    rows = []
+    for z in grid.multipliers:
+        noise = UploadNoise(z, clip)
+        ks, aris = [], []
+        for _ in range(grid.repeats):
+            noised = noise.apply(signal)
+            k = choose_clusters(noised, MAX_K).chosen
+            ks.append(k)
+            if exact_labels is not None:
+                labels = cluster_clients(noised, k) if k > 1 else np.zeros(len(signal), int)
+                aris.append(adjusted_rand_score(exact_labels, labels))
+        rows.append(
+            {
+                "z": z,
+                "clip": clip,
+                "epsilon": round(noise.record(1)["epsilon"], 2),
+                "k_exact": exact.chosen,
+                "k": ks,
+                "same_k": sum(k == exact.chosen for k in ks) / len(ks),
+                "ari": round(float(np.mean(aris)), 3) if aris else None,
+            }
+        )
+    return rows
+
+
+def measure(
+    dataset: str, partition: str, seed: int, data_dir: str | None, grid: NoiseGrid | None = None
+) -> dict:
+    """Silhouettes per K of both signals for one dataset, partition and seed (and, with
+    ``grid.multipliers``, the choices on noised signals)."""
+    grid = grid or NoiseGrid()
     import tensorflow_federated as tff
 
     from fedprune.algorithms.caafp.choose_k import choose_clusters
@@ -85,6 +141,14 @@ def measure(dataset: str, partition: str, seed: int, data_dir: str | None) -> di
         choice = choose_clusters(signal, MAX_K)
         result[name] = {str(k): round(s, 4) for k, s in choice.silhouettes.items()}
         result[name + "_best"] = choice.best
+        if grid.multipliers:
+            clip = grid.clip_labels if name == "labels" else grid.clip_update
+            if name == "update":
+                norms = np.linalg.norm(signal, axis=1)
+                result["update_norm_min_median_max"] = [
+                    round(float(v), 4) for v in (norms.min(), np.median(norms), norms.max())
+                ]
+            result[name + "_noised"] = noised_choices(signal, clip, grid)
     return result
 
 
@@ -114,7 +178,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--noise", default="", help="noise multipliers to measure, e.g. 0.5,1")
+    parser.add_argument("--clip-labels", type=float, default=1.0)
+    parser.add_argument("--clip-update", type=float, default=1.0)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
+    grid = NoiseGrid(
+        tuple(float(z) for z in args.noise.split(",") if z),
+        args.clip_labels,
+        args.clip_update,
+        args.repeats,
+    )
     from fedprune.workers import execution
 
     execution.install()
@@ -123,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         for dataset in args.datasets.split(","):
             for partition in args.partitions.split(","):
                 for seed in (int(s) for s in args.seeds.split(",")):
-                    results.append(measure(dataset, partition, seed, args.data_dir))
+                    results.append(measure(dataset, partition, seed, args.data_dir, grid))
                     print(json.dumps(results[-1]), flush=True)
     finally:
         execution.shutdown()

@@ -102,6 +102,8 @@ class PipelineConfig(SettledByRunDir, Config):
         "eval_every": 5,
         "max_clusters": 8,
         "cluster_signal": "update",
+        "cluster_signal_noise": 0.0,
+        "cluster_signal_clip": None,
         "recluster": "none",
         "recluster_every": 10,
         "split_threshold": 0.8,
@@ -195,6 +197,22 @@ class PipelineConfig(SettledByRunDir, Config):
         "(the paper, Eq. 3); labels = its label histogram (C numbers: its class proportions)",
         rule=one_of(CLUSTER_SIGNALS),
     )
+    cluster_signal_noise: float = param(
+        0.0,
+        help="local DP of the clustering upload: each client clips its signal to "
+        "--cluster-signal-clip and adds Gaussian noise of this many times the clip "
+        "(TFF's DP aggregator on its own vector; (epsilon, delta) in summary.json; "
+        "0 = off)",
+        rule=NONNEGATIVE,
+        metavar="Z",
+    )
+    cluster_signal_clip: float | None = param(
+        None,
+        help="with --cluster-signal-noise: the L2 norm each client's upload is clipped to",
+        rule=optional(POSITIVE),
+        default_text="none",
+        metavar="C",
+    )
     recluster: str = param(
         "none",
         help="none = K stays as the clustering step set it (the paper); split-merge = every "
@@ -238,12 +256,19 @@ class PipelineConfig(SettledByRunDir, Config):
         if self.clusters != har.AUTO and self.recluster == "none":
             unused.add("max_clusters")
         if self.clusters == 1 and self.recluster == "none":
-            unused.add("cluster_signal")
+            unused.update(("cluster_signal", "cluster_signal_noise", "cluster_signal_clip"))
+        elif self.cluster_signal_noise == 0:
+            unused.add("cluster_signal_clip")
         if self.recluster == "none":
             unused.update(RECLUSTER_OPTIONS)
         return frozenset(unused)
 
     def check(self) -> None:
+        if self.cluster_signal_noise > 0 and self.cluster_signal_clip is None:
+            raise ConfigError(
+                "--cluster-signal-noise needs --cluster-signal-clip (the L2 norm each upload "
+                "is clipped to, which the noise is scaled by): e.g. --cluster-signal-clip 1"
+            )
         if self.recluster != "none":
             self._check_recluster()
         auto = self.clusters == har.AUTO

@@ -28,6 +28,7 @@ def resumed_old(config) -> dict:
     settled = with_protocol(config, {"standardize": False})
     assert settled.split == "random"
     later = {*BEFORE_SPLIT, "eval_every", "max_clusters", "cluster_signal", "recluster"}
+    later |= {"cluster_signal_noise", "cluster_signal_clip"}
     later |= {"recluster_every", "split_threshold", "merge_threshold", "split_guard"}
     assert later <= set(config.ADDED_LATER)
     return {k: v for k, v in dataclasses.asdict(settled).items() if k not in later}
@@ -164,13 +165,18 @@ def test_clusters_auto_and_its_options():
     assert (config.clusters, config.max_clusters, config.cluster_signal) == ("auto", 8, "update")
     assert config.recorded()["clusters"] == "auto"
     split_merge = {"recluster_every", "split_threshold", "merge_threshold", "split_guard"}
-    assert config.unused_fields() == split_merge  # read only with --recluster split-merge
-    assert CAAFPConfig("uci_har").unused_fields() == {"max_clusters", *split_merge}
+    no_noise = {"cluster_signal_clip"}  # read only with --cluster-signal-noise
+    assert config.unused_fields() == split_merge | no_noise  # split_merge: with --recluster
+    assert CAAFPConfig("uci_har").unused_fields() == {"max_clusters", *split_merge, *no_noise}
     assert GlobalFTConfig("uci_har").unused_fields() == {
         "max_clusters",
         "cluster_signal",
+        "cluster_signal_noise",
+        "cluster_signal_clip",
         *split_merge,
     }
+    noisy = CAAFPConfig("uci_har", cluster_signal_noise=0.5, cluster_signal_clip=1.0)
+    assert noisy.unused_fields() == {"max_clusters", *split_merge}
     labels = CAAFPConfig("uci_har", clusters=3, cluster_signal="labels")
     assert labels.cluster_signal == "labels"
     # a run made before these options existed resumes: they hold the values it used
@@ -187,6 +193,12 @@ def test_clusters_auto_and_its_options():
         (dict(clusters=2**31), "--clusters must be at most 2147483647"),
         (dict(clusters="auto", max_clusters=1), "--max-clusters must be an integer >= 2, got 1"),
         (dict(cluster_signal="gradients"), "--cluster-signal must be one of update, labels"),
+        (
+            dict(cluster_signal_noise=1.0),
+            "--cluster-signal-noise needs --cluster-signal-clip (the L2 norm each upload",
+        ),
+        (dict(cluster_signal_noise=-1.0), "--cluster-signal-noise must be"),
+        (dict(cluster_signal_noise=1.0, cluster_signal_clip=0.0), "--cluster-signal-clip must"),
         (
             dict(clusters="auto", clients_per_round=4, phases=(0, 1, 0)),
             "--clients-per-round 4 is below --max-clusters 8: every Phase 2-3 round trains at "

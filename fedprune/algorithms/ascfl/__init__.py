@@ -1,6 +1,6 @@
 """AS-CFL (Yang, Wang et al., "Enhancing Clustered Federated Learning with Adaptive
 Similarity", 2025): the server-side math as pure numpy / scipy / scikit-learn functions, one
-concept per module; the round loop wires these in. Only :mod:`.dp_aggregator` uses TFF.
+concept per module; the round loop wires these in.
 
 * :mod:`.similarity` -- cosine similarity of updates, full and low-rank (3.2.1-3.2.2).
 * :mod:`.incentive` -- positive-incentive greedy clustering from representative seeds
@@ -8,8 +8,8 @@ concept per module; the round loop wires these in. Only :mod:`.dp_aggregator` us
 * :mod:`.split_merge` -- EM refinement and split/merge by ``G_k`` (3.3, lines 17-24).
 * :mod:`.noisy_aggregation` -- weighted, clipped, noisy intra-cluster averaging and its
   (ε, δ) (3.4, lines 25-36).
-* :mod:`.dp_aggregator` -- the noisy averaging of a run as TFF's DP aggregator
-  (``DifferentiallyPrivateFactory.gaussian_fixed``; the one module here that uses TFF).
+* :mod:`fedprune.privacy.dp_mean` (shared) -- the noisy averaging of a run as TFF's DP
+  aggregator (``DifferentiallyPrivateFactory.gaussian_fixed``).
 * :mod:`.cfl` -- the CFL baselines (Sattler et al.'s bipartition; fixed K) (4.1).
 * :mod:`.metrics` -- ARI, Jaccard stability, rounds to 90% of peak accuracy (4.1, 4.4.2).
 

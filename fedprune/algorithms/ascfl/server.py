@@ -15,7 +15,7 @@ beyond those of the package (``fedprune/algorithms/ascfl/__init__.py``) and of t
   the members' *local models* w_start(i) + Δw_i, the noise (if any) added to the average
   update (``aggregate_cluster``). For members that started from one model this is exactly
   §3.4's rule w_c + Σ p_i Δw_i. With noise on, the average update is TFF's DP aggregator's
-  clipped, noised, *unweighted* mean (:mod:`.dp_aggregator`).
+  clipped, noised, *unweighted* mean (:mod:`fedprune.privacy.dp_mean`).
 * **The proxy evaluation** of §3.2.1 ("a single weighted average, eliminating the need for
   retraining"): the weighted average of the candidate members' local models, accuracy on the
   server's proxy set; memoized per member set within a round (:func:`incentive_labels`).
@@ -51,13 +51,13 @@ import numpy as np
 
 from fedprune.algorithms.ascfl import (
     cfl,
-    dp_aggregator,
     incentive,
     noisy_aggregation,
     similarity,
 )
 from fedprune.algorithms.ascfl._arrays import update_matrix
 from fedprune.engine.per_client import ClientUpdates
+from fedprune.privacy import dp_mean
 
 Weights = list[np.ndarray]
 
@@ -95,7 +95,7 @@ def aggregate(
         ids = [got.client_ids[i] for i in members]
         if noise_multiplier > 0:  # TFF's DP aggregator (equal weights, see there)
             update_matrix(flat, ids)  # a non-finite update: one line naming the client
-            agg = dp_aggregator.dp_mean(flat, clip_norm, noise_multiplier)
+            agg = dp_mean.dp_mean(flat, clip_norm, noise_multiplier)
         else:
             agg = noisy_aggregation.aggregate_cluster(
                 flat, sizes, clip_norm=clip_norm, rng=rng, client_ids=ids

@@ -41,6 +41,7 @@ from fedprune.engine.loop import Step, run_rounds
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel, resolve, write_architecture
+from fedprune.privacy.local import UploadNoise
 from fedprune.runs import RunDir, artefacts, names
 from fedprune.runs.files import RETRAIN
 from fedprune.runs.finished import FinishedRun
@@ -118,6 +119,11 @@ def run_pipeline(
         policy=policy,
         max_clusters=config.max_clusters,
         signal=config.cluster_signal,
+        upload_noise=(
+            UploadNoise(config.cluster_signal_noise, config.cluster_signal_clip)
+            if config.cluster_signal_noise > 0
+            else None
+        ),
     )
 
     held_out = HeldOut(config.eval_every, t0 + 1 + t1 + t2, spec.keras, rounds.clients)
@@ -218,6 +224,7 @@ def run_pipeline(
         "clusters": {str(c): int(np.sum(state.assignment == c)) for c in range(state.clusters)},
         **({"clusters_chosen": state.clusters} if auto else {}),
         **(recluster_summary(state) if recluster is not None else {}),
+        **_upload_privacy(rounds, state),
         "cluster_sparsity": {str(c): M.sparsity(m) for c, m in kernel_masks.items()},
         "sparsity": tuned.sparsity,
         "prune_layers": kernel_layer_names(model, scope),
@@ -255,6 +262,16 @@ def check_choosable(max_clusters: int, num_clients: int, clients: str) -> None:
         num_clients - 1,
         f"{clients} - 1: the silhouette scores K up to N - 1",
     )
+
+
+def _upload_privacy(rounds: PipelineRounds, state: PipelineState) -> dict:
+    """``summary.json``'s ``cluster_signal_privacy`` with ``--cluster-signal-noise``: the
+    noise and each client's (ε, δ) over its uploads (the clustering step and every
+    split/merge pass; :mod:`fedprune.privacy.local`)."""
+    if rounds.upload_noise is None or rounds.clusters == 1:
+        return {}
+    passes = 1 + len(state.reclusters)
+    return {"cluster_signal_privacy": rounds.upload_noise.record(passes)}
 
 
 def recluster_summary(state: PipelineState) -> dict:

@@ -46,6 +46,7 @@ from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_by_cluster, sample_clients
 from fedprune.engine.updates import one_epoch_updates
 from fedprune.models.spec import ModelSpec
+from fedprune.privacy.local import UploadNoise
 from fedprune.sparsity import masks as M
 from fedprune.sparsity.layers import select
 
@@ -70,6 +71,7 @@ class PipelineRounds:
     policy: MaskPolicy | None
     max_clusters: int = 8
     signal: str = "update"
+    upload_noise: UploadNoise | None = None
     _built: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -144,7 +146,15 @@ def clustering_signals(
     the ``clustering`` communication: its one-epoch update from w^(T0) (Eq. 3; the download
     of w^(T0) and the upload of the update), or from ``start`` where given (a split/merge
     pass's common model), or with ``signal="labels"`` its label histogram (C values
-    uploaded, :mod:`fedprune.algorithms.caafp.label_histograms`)."""
+    uploaded, :mod:`fedprune.algorithms.caafp.label_histograms`); with ``upload_noise``
+    each client clips and noises its row before it leaves (:mod:`fedprune.privacy.local`)."""
+    signals = _clean_signals(rounds, state, t, start)
+    return signals if rounds.upload_noise is None else rounds.upload_noise.apply(signals)
+
+
+def _clean_signals(
+    rounds: PipelineRounds, state: PipelineState, t: int, start: list[np.ndarray] | None
+) -> np.ndarray:
     ids = rounds.ids
     if rounds.signal == "labels":
         histograms = label_histograms(

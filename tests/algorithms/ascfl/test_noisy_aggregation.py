@@ -113,13 +113,13 @@ def test_noise_multiplier_for_a_target_epsilon():
 
 
 def test_tff_dp_aggregator_clips_averages_and_adds_noise_of_the_right_size(tff_context):
-    from fedprune.algorithms.ascfl import dp_aggregator
+    from fedprune.privacy import dp_mean
 
     # no noise: the clipped, unweighted mean ([3, 4] is clipped to [0.6, 0.8])
     updates = np.array([[3.0, 4.0] + [0.0] * 998, [0.0, 1.0] + [0.0] * 998])
-    mean = dp_aggregator.dp_mean(updates, clip_norm=1.0, noise_multiplier=0.0)
+    mean = dp_mean.dp_mean(updates, clip_norm=1.0, noise_multiplier=0.0)
     np.testing.assert_allclose(mean[:2], [0.3, 0.9], atol=1e-6)
     np.testing.assert_allclose(mean[2:], 0.0, atol=1e-7)
     # noise: N(0, (z C / n)²) per coordinate on the mean, z = 2, C = 1, n = 2 -> std 1
-    noisy = dp_aggregator.dp_mean(updates, clip_norm=1.0, noise_multiplier=2.0)
+    noisy = dp_mean.dp_mean(updates, clip_norm=1.0, noise_multiplier=2.0)
     assert 0.9 < np.std(noisy[2:]) < 1.1 and abs(np.mean(noisy[2:])) < 0.1

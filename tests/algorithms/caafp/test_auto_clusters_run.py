@@ -104,3 +104,38 @@ def test_label_histograms_of_one_class_clients(tff_context, tmp_path, fixture_da
 
 def _protocol(recorded: dict) -> dict:
     return {k: recorded[k] for k in ("split", "standardize")}
+
+
+def test_a_noised_upload_is_clustered_and_its_privacy_recorded(
+    tff_context, tmp_path, fixture_data_dir
+):
+    config = dataclasses.replace(
+        AUTO,
+        phases=(0, 1, 0),
+        cluster_signal="labels",
+        classes_per_client=1,
+        max_clusters=5,
+        clients_per_round=5,
+        cluster_signal_noise=0.05,
+        cluster_signal_clip=1.0,
+    )
+    summary = run_method(config, tmp_path / "run", fixture_data_dir, progress=False)
+    noiseless = run_method(
+        dataclasses.replace(config, cluster_signal_noise=0.0, cluster_signal_clip=None),
+        tmp_path / "plain",
+        fixture_data_dir,
+        progress=False,
+    )
+    assert "cluster_signal_privacy" not in noiseless
+    clusters = artefacts.read_clusters(tmp_path / "run")
+    assert summary["clusters_chosen"] == len(set(clusters.values()))
+    # the same upload, noised: the same clustering traffic
+    traffic = [s["comm_mb_eq13_by_kind"]["clustering"] for s in (summary, noiseless)]
+    assert traffic[0] == traffic[1] == pytest.approx(6 * 6 * 4 / 1e6)
+    privacy = summary["cluster_signal_privacy"]
+    assert (privacy["noise_multiplier"], privacy["clip_norm"]) == (0.05, 1.0)
+    assert privacy["uploads_per_client"] == 1 and privacy["epsilon"] > 100  # little noise
+    # the noised silhouettes differ from the exact ones: the server saw noised histograms
+    noisy_choice = artefacts.read_cluster_choice(tmp_path / "run")
+    exact_choice = artefacts.read_cluster_choice(tmp_path / "plain")
+    assert noisy_choice["silhouette"] != exact_choice["silhouette"]

@@ -1,20 +1,22 @@
-"""AS-CFL's noisy intra-cluster aggregation (Algorithm 1 lines 26-36, §3.5) as a TFF
-aggregator: TFF's ``DifferentiallyPrivateFactory.gaussian_fixed`` (TF Privacy's Gaussian sum
-query, normalized by the cluster's size) over the members' flattened updates.
+"""A clipped, noised mean through TFF's DP aggregator: ``DifferentiallyPrivateFactory.
+gaussian_fixed`` (TF Privacy's Gaussian sum query, normalized by the number of records) over
+flattened vectors. AS-CFL's noisy intra-cluster aggregation (Algorithm 1 lines 26-36, §3.5)
+averages a cluster's members with it; the noisy clustering upload
+(:mod:`fedprune.privacy.local`) runs it on one client's vector at a time.
 
 Each member's update is clipped to L2 norm ``C``, the clipped updates are summed, Gaussian
 noise ``N(0, (z C)²)`` is added to the sum once, and the sum is divided by the number of
 members: the noise on the cluster's mean update has standard deviation ``z C / n``, the
-``"aggregate"`` placement of :mod:`.noisy_aggregation` with equal weights. The (ε, δ) of a
-run is :func:`.noisy_aggregation.privacy_spent` with the same ``z`` (the mean's sensitivity to
-one client's clipped update is ``C / n``).
+``"aggregate"`` placement of :mod:`fedprune.algorithms.ascfl.noisy_aggregation` with equal
+weights. The (ε, δ) of a run is :func:`fedprune.privacy.accounting.privacy_spent` with the
+same ``z`` (the mean's sensitivity to one client's clipped update is ``C / n``).
 
 Readings and their costs (also in docs/ascfl.md):
 
 * **Equal weights inside a noisy cluster.** §3.4 weighs each member by its data size, but the
   sensitivity of a weighted mean is ``C max_i p_i`` and TFF's DP factory, like DP-FedAvg, takes
   the unweighted mean. With noise on, members count equally; without noise the data-size
-  weighted average of :mod:`.noisy_aggregation` stays (numpy, on the server).
+  weighted average of AS-CFL's noisy aggregation stays (numpy, on the server).
 * **Noise is not reproducible from the seed.** TF Privacy draws it from an unseeded Gaussian:
   noise that anyone could regenerate from a known seed could be subtracted again. With noise
   on, two runs of the same seed differ in the noise (and everything that follows from it);
