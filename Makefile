@@ -36,7 +36,7 @@ format: install ## apply ruff's fixes and formatting
 	$(BIN)/ruff format .
 
 test: lint ## lint, then all tests (real-data tests run when the data is found)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 test-stacked: install ## stacked-training tests only (.ci/run: again with TF_ENABLE_ONEDNN_OPTS=1)
 	$(BIN)/pytest -q tests/engine/test_stacked.py
