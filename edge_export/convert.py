@@ -104,27 +104,40 @@ def _float_head(
 ) -> bytes:
     """The converter's int8 model with its last FULLY_CONNECTED op and every SOFTMAX left in
     float32, through TFLite's selective quantization (``QuantizationDebugger``'s
-    ``denylisted_ops`` / ``denylisted_nodes``). The denylist names a node by its output tensor,
-    which only a calibrated model shows, so the model is calibrated twice: once to read that
-    name, once to quantize without it."""
-    softmax_only = tf.lite.experimental.QuantizationDebugOptions(
-        denylisted_ops=["SOFTMAX"], fully_quantize=False
-    )
+    ``denylisted_ops`` / ``denylisted_nodes``). The denylist names a node by its output
+    tensor, read from the debugger's calibrated model; setting the options again quantizes
+    that model without calibrating a second time."""
     debugger = tf.lite.experimental.QuantizationDebugger(
-        converter=converter, debug_dataset=debug_x, debug_options=softmax_only
+        converter=converter,
+        debug_dataset=debug_x,
+        debug_options=tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_ops=["SOFTMAX"], fully_quantize=False
+        ),
     )
-    interpreter = tf.lite.Interpreter(model_content=debugger.get_nondebug_quantized_model())
-    dense = [op for op in interpreter._get_ops_details() if op["op_name"] == "FULLY_CONNECTED"]
-    if not dense:
-        raise ConfigError(f"{FLOAT_HEAD} needs a model whose output layer is a Dense layer")
-    head = interpreter._get_tensor_details(dense[-1]["outputs"][0], 0)["name"]
-    options = tf.lite.experimental.QuantizationDebugOptions(
+    head = _last_dense_output(debugger.calibrated_model)
+    debugger.options = tf.lite.experimental.QuantizationDebugOptions(
         denylisted_ops=["SOFTMAX"], denylisted_nodes=[head], fully_quantize=False
     )
-    debugger = tf.lite.experimental.QuantizationDebugger(
-        converter=converter, debug_dataset=debug_x, debug_options=options
-    )
     return debugger.get_nondebug_quantized_model()
+
+
+def _last_dense_output(model_content: bytes) -> str:
+    """The output tensor name of the flatbuffer's last FULLY_CONNECTED op."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(model_content, 0)
+    graph = model.subgraphs[0]
+    dense = schema.BuiltinOperator.FULLY_CONNECTED
+    outputs = [
+        op.outputs[0]
+        for op in graph.operators
+        if max(model.operatorCodes[op.opcodeIndex].builtinCode,
+               model.operatorCodes[op.opcodeIndex].deprecatedBuiltinCode) == dense
+    ]  # fmt: skip
+    if not outputs:
+        raise ConfigError(f"{FLOAT_HEAD} needs a model whose output layer is a Dense layer")
+    name = graph.tensors[outputs[-1]].name
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def sparse_tensors(model_content: bytes) -> list[str]:
