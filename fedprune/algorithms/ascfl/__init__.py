@@ -151,12 +151,9 @@ from fedprune.algorithms.ascfl.metrics import (
 )
 from fedprune.algorithms.ascfl.noisy_aggregation import (
     NoisyAggregate,
-    PrivacySpent,
     aggregate_cluster,
     clip_updates,
-    noise_multiplier_for,
     noise_std,
-    privacy_spent,
 )
 from fedprune.algorithms.ascfl.similarity import (
     LowRankSimilarity,
@@ -178,6 +175,7 @@ from fedprune.algorithms.ascfl.split_merge import (
     dynamic_adjustment,
     em_refine,
 )
+from fedprune.privacy.accounting import PrivacySpent, noise_multiplier_for, privacy_spent
 
 __all__ = [
     "Adjustment",

@@ -33,7 +33,7 @@ from typing import Protocol
 
 import numpy as np
 
-from fedprune.algorithms.ascfl import auto_clusters, metrics, noisy_aggregation, split_merge
+from fedprune.algorithms.ascfl import auto_clusters, metrics, split_merge
 from fedprune.algorithms.ascfl.auto_clusters import ChosenStart
 from fedprune.algorithms.caafp.choose_k import ClusterChoice
 from fedprune.configs.ascfl import ClusteredImageConfig
@@ -44,6 +44,7 @@ from fedprune.engine import per_client
 from fedprune.engine.loop import Step, run_rounds
 from fedprune.engine.per_client import ClientUpdates
 from fedprune.models.spec import ModelSpec
+from fedprune.privacy import accounting
 from fedprune.runs import RunDir, artefacts
 from fedprune.runs.deploy import image_manifest
 
@@ -495,7 +496,7 @@ def run_clustered(
             sum(float(r.get("uplink_lowrank_mb") or r["uplink_mb"]) for r in rows)
         )
     if config.noise_multiplier > 0:
-        spent = noisy_aggregation.privacy_spent(
+        spent = accounting.privacy_spent(
             config.noise_multiplier,
             result.rounds,
             DELTA,

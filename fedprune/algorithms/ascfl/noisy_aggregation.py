@@ -1,6 +1,6 @@
 """AS-CFL Section 3.4 / Algorithm 1 lines 25-36: intra-cluster aggregation with optional
-clipping and Gaussian noise, and the (ε, δ) such a run spends (RDP accountant of
-``dp_accounting``).
+clipping and Gaussian noise; the (ε, δ) such a run spends is
+:func:`fedprune.privacy.accounting.privacy_spent` (RDP accountant of ``dp_accounting``).
 
 Paper sentences and how they are read:
 
@@ -42,11 +42,6 @@ import numpy as np
 from fedprune import checks
 from fedprune.algorithms.ascfl._arrays import ClientIds, update_matrix, weights_from_sizes
 from fedprune.errors import ConfigError
-from fedprune.privacy.accounting import (  # noqa: F401  (part of this module's interface)
-    PrivacySpent,
-    noise_multiplier_for,
-    privacy_spent,
-)
 
 NoisePlacement = Literal["aggregate", "client"]
 NOISE_PLACEMENTS: tuple[str, ...] = ("aggregate", "client")

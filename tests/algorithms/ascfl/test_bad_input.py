@@ -15,6 +15,7 @@ from fedprune.algorithms.ascfl import (
     split_merge,
 )
 from fedprune.errors import ConfigError
+from fedprune.privacy import accounting
 
 U = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 S = similarity.cosine_similarity_matrix(U)
@@ -79,15 +80,15 @@ BAD = [
     (lambda: noisy_aggregation.aggregate_cluster(U, placement="server"), "--noise-placement"),
     (lambda: noisy_aggregation.aggregate_cluster(U, [1, 2]), "data_sizes must hold one value"),
     (lambda: noisy_aggregation.noise_std(1.0, 1.0, [0.5, 0.6]), "weights must sum to 1"),
-    (lambda: noisy_aggregation.privacy_spent(0.0, 10, 1e-5), "--noise-multiplier must be in"),
-    (lambda: noisy_aggregation.privacy_spent(1.0, 0, 1e-5), "--rounds must be an integer"),
-    (lambda: noisy_aggregation.privacy_spent(1.0, 10, 0.0), "--dp-delta must be in"),
-    (lambda: noisy_aggregation.privacy_spent(1.0, 10, 1.0), "--dp-delta must be in"),
-    (lambda: noisy_aggregation.privacy_spent(1.0, 10, 1e-5, 0.0), "--sampling-rate"),
-    (lambda: noisy_aggregation.privacy_spent(1.0, 10, 1e-5, 1.5), "--sampling-rate"),
-    (lambda: noisy_aggregation.noise_multiplier_for(0.0, 1e-5, 10), "--dp-epsilon must be in"),
-    (lambda: noisy_aggregation.noise_multiplier_for(-1.0, 1e-5, 10), "--dp-epsilon must be in"),
-    (lambda: noisy_aggregation.noise_multiplier_for(1.0, float("nan"), 10), "--dp-delta"),
+    (lambda: accounting.privacy_spent(0.0, 10, 1e-5), "--noise-multiplier must be in"),
+    (lambda: accounting.privacy_spent(1.0, 0, 1e-5), "--rounds must be an integer"),
+    (lambda: accounting.privacy_spent(1.0, 10, 0.0), "--dp-delta must be in"),
+    (lambda: accounting.privacy_spent(1.0, 10, 1.0), "--dp-delta must be in"),
+    (lambda: accounting.privacy_spent(1.0, 10, 1e-5, 0.0), "--sampling-rate"),
+    (lambda: accounting.privacy_spent(1.0, 10, 1e-5, 1.5), "--sampling-rate"),
+    (lambda: accounting.noise_multiplier_for(0.0, 1e-5, 10), "--dp-epsilon must be in"),
+    (lambda: accounting.noise_multiplier_for(-1.0, 1e-5, 10), "--dp-epsilon must be in"),
+    (lambda: accounting.noise_multiplier_for(1.0, float("nan"), 10), "--dp-delta"),
     # CFL
     (lambda: cfl.split_criterion(U, eps1=0.0, eps2=1.0), "--cfl-eps1"),
     (lambda: cfl.split_criterion(U, eps1=1.0, eps2=float("inf")), "--cfl-eps2"),

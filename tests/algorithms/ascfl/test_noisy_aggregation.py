@@ -5,10 +5,9 @@ from scipy import optimize, stats
 from fedprune.algorithms.ascfl.noisy_aggregation import (
     aggregate_cluster,
     clip_updates,
-    noise_multiplier_for,
     noise_std,
-    privacy_spent,
 )
+from fedprune.privacy.accounting import noise_multiplier_for, privacy_spent
 
 
 def test_weighted_average_without_clipping():
