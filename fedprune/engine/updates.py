@@ -17,6 +17,7 @@ from fedprune.data.partition import ClientData
 from fedprune.engine import local_loop
 from fedprune.engine.client_work import LocalTraining, build_client_update
 from fedprune.engine.datasets import round_seed
+from fedprune.engine.rounds import TrainingDiverged
 from fedprune.models.spec import ModelSpec
 
 
@@ -57,13 +58,24 @@ def client_updates(
     batch_size: int,
     round_num: int = 0,
 ) -> np.ndarray:
-    """(clients, parameters) matrix of flattened updates, rows in ``clients`` order."""
+    """(clients, parameters) matrix of flattened updates, rows in ``clients`` order.
+
+    :class:`~fedprune.engine.rounds.TrainingDiverged` naming the clients whose update is not
+    finite (their local epoch diverged): nothing is clustered on nan or inf."""
     data = [
         local_loop.client_tensors(c, batch_size, round_seed(seed, round_num, c.client_id))
         for c in clients
     ]
     result = computation(weights, data)
-    return np.stack([np.concatenate([np.ravel(u) for u in r]) for r in result])
+    matrix = np.stack([np.concatenate([np.ravel(u) for u in r]) for r in result])
+    diverged = [c.client_id for c, row in zip(clients, matrix) if not np.isfinite(row).all()]
+    if diverged:
+        raise TrainingDiverged(
+            f"round {round_num}: the clustering pass diverged (non-finite update) on clients "
+            f"{', '.join(str(i) for i in sorted(diverged))}; nothing was clustered: lower --lr "
+            "or check those clients' data, then run the same command to resume"
+        )
+    return matrix
 
 
 def one_epoch_updates(

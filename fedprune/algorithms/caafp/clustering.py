@@ -44,12 +44,10 @@ def cluster_distances(distances: np.ndarray, n_clusters: int) -> np.ndarray:
 
 def cluster_clients(updates: np.ndarray, n_clusters: int) -> np.ndarray:
     """Cluster labels 0..K-1 (numbered by each cluster's first client) from client updates:
-    :func:`cluster_distances` of their :func:`cosine_distance_matrix`."""
+    :func:`cluster_distances` of their :func:`cosine_distance_matrix` (not computed, nor its
+    directions needed, when there is nothing to cut: K = 1 or a K the check refuses)."""
     n = len(updates)
-    if not 1 <= n_clusters <= n:
-        raise ConfigError(
-            f"clusters K must be in [1, {n}] (the number of clients), got {n_clusters}"
-        )
-    if n_clusters == 1:
-        return np.zeros(n, dtype=np.int64)
-    return cluster_distances(cosine_distance_matrix(updates), n_clusters)
+    cut = 1 < n_clusters <= n
+    return cluster_distances(
+        cosine_distance_matrix(updates) if cut else np.zeros((n, n)), n_clusters
+    )

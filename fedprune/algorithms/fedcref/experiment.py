@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -84,6 +85,8 @@ from fedprune.runs.names import COMMUNITY_MODELS
 # the per-iteration and summary numbers that need the classes
 LABEL_COLUMNS = ("acc", "true_categories", "wrong_assoc_pct")
 LABEL_SUMMARY = ("acc_init", "acc_final", "true_categories", "wrong_assoc_pct")
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,19 +229,39 @@ def initial_clusters(
             for c in federation.clients
         ]
     else:
-        trainer = LocalTrainer(federation.xs[0].shape[1], epochs, model=model)
-        clients = tqdm(
-            list(enumerate(zip(federation.xs, federation.ks))),
-            desc="initial clusters (autoencoder + k-means per client)",
-            unit="client",
-            leave=False,
-            disable=not progress,
+        initial = _on_each_client(
+            federation,
+            epochs,
+            model,
+            progress,
+            "initial clusters (autoencoder + k-means per client)",
+            lambda i, x, trainer: kmeans_on_embeddings(
+                x, federation.ks[i], trainer, cluster_seed(seed, 0, i)
+            ),
         )
-        initial = [
-            kmeans_on_embeddings(x, k, trainer, cluster_seed(seed, 0, i)) for i, (x, k) in clients
-        ]
     interrupts.raise_if_received()
     return initial
+
+
+def _on_each_client(
+    federation: Federation,
+    epochs: int,
+    model: str | UserModel,
+    progress: bool,
+    description: str,
+    fit: Callable[[int, np.ndarray, LocalTrainer], T],
+) -> list[T]:
+    """``fit(i, x_i, trainer)`` for every client in order, with one autoencoder trainer
+    (``model`` for ``epochs``) shared by all; with ``progress``, a bar over the clients."""
+    trainer = LocalTrainer(federation.xs[0].shape[1], epochs, model=model)
+    clients = tqdm(
+        list(enumerate(federation.xs)),
+        desc=description,
+        unit="client",
+        leave=False,
+        disable=not progress,
+    )
+    return [fit(i, x, trainer) for i, x in clients]
 
 
 def choose_local_ks(
@@ -261,23 +284,18 @@ def choose_local_ks(
     ids = federation.ids if federation.ids is not None else range(len(federation.xs))
     names = client_names(ids, where)
     check_choosable([len(x) for x in federation.xs], system.max_local_k, names)
-    trainer = LocalTrainer(federation.xs[0].shape[1], epochs, model=model)
-    clients = tqdm(
-        list(enumerate(zip(federation.xs, names))),
-        desc=f"choosing K_i (autoencoder + k-means, K = 2..{system.max_local_k} per client)",
-        unit="client",
-        leave=False,
-        disable=not progress,
+    chosen = _on_each_client(
+        federation,
+        epochs,
+        model,
+        progress,
+        f"choosing K_i (autoencoder + k-means, K = 2..{system.max_local_k} per client)",
+        lambda i, x, trainer: choose_from_data(
+            x, system.max_local_k, trainer, cluster_seed(seed, 0, i), names[i]
+        ),
     )
-    choices, initial = [], []
-    for i, (x, name) in clients:
-        choice, labels = choose_from_data(
-            x, system.max_local_k, trainer, cluster_seed(seed, 0, i), name
-        )
-        choices.append(choice)
-        initial.append(labels)
     interrupts.raise_if_received()
-    return choices, initial
+    return [choice for choice, _ in chosen], [labels for _, labels in chosen]
 
 
 def build_system(
