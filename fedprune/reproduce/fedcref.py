@@ -19,16 +19,21 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.reproduce import runner
+from fedprune.reproduce.intervals import against, mean_ci
 from fedprune.runs import names
 from fedprune.runs.finished import finished_summary
 from fedprune.runs.run_dir import read_metrics
 
 PAPER_VALUES = Path(__file__).resolve().parents[2] / "experiments" / "fedcref_paper.csv"
 DIRTINESS = (0.0, 0.3, 0.5)
+COMPARED = ("acc_final", "communities", "wrong_assoc_pct")  # with the paper's 95 % CI
 COLUMNS = (
-    "dataset", "dirtiness", "seeds", "acc_init", "acc_final", "acc_final_std", "communities",
-    "true_categories", "wrong_assoc_pct", "clusters_total", "isolated_start", "isolated_end",
-    "iterations", "wall_s", "paper_acc_final", "paper_communities", "paper_wrong_assoc_pct",
+    "dataset", "dirtiness", "seeds", "acc_init", "acc_final", "acc_final_std", "acc_final_ci",
+    "communities", "communities_ci", "true_categories", "wrong_assoc_pct", "wrong_assoc_pct_ci",
+    "clusters_total", "isolated_start", "isolated_end", "iterations", "wall_s",
+    "paper_acc_final", "paper_acc_final_ci", "acc_final_vs_paper",
+    "paper_communities", "paper_communities_ci", "communities_vs_paper",
+    "paper_wrong_assoc_pct", "paper_wrong_assoc_pct_ci", "wrong_assoc_pct_vs_paper",
     "paper_isolated_start", "paper_isolated_end",
 )  # fmt: skip
 
@@ -68,7 +73,10 @@ def jobs(out: Path, seeds: list[int], data_dir: str | None) -> list[runner.Job]:
 
 
 def aggregate(out: Path, seeds: list[int]) -> list[dict]:
-    """One row per (dataset, dirtiness) over the finished seeds, with the paper's values."""
+    """One row per (dataset, dirtiness) over the finished seeds, with the paper's values: the
+    means, ACC's population std, and for :data:`COMPARED` our 95 % CI half-width (``_ci``,
+    ``None`` for one seed), the paper's (``paper_..._ci``) and where our mean falls against
+    the paper's interval (``_vs_paper``, :func:`fedprune.reproduce.intervals.against`)."""
     with open(PAPER_VALUES, newline="") as f:
         paper = {(r["dataset"], float(r["dirtiness"])): r for r in csv.DictReader(f)}
     table = []
@@ -90,6 +98,15 @@ def aggregate(out: Path, seeds: list[int]) -> list[dict]:
                 row[f"paper_{key}"] = float(p[key]) if p else None
             row["paper_isolated_end"] = float(p["isolated_end"]) if p else None
             row["paper_dataset"] = p.get("paper_dataset", "")
+            for key in COMPARED:
+                values = [s[key] for s in summaries]
+                row[f"{key}_ci"] = mean_ci(values)[1] if values else None
+                row[f"paper_{key}_ci"] = float(p[f"{key}_ci"]) if p else None
+                row[f"{key}_vs_paper"] = (
+                    against(row[key], row[f"{key}_ci"], row[f"paper_{key}"], row[f"paper_{key}_ci"])
+                    if values and p
+                    else None
+                )
             table.append(row)
     return table
 
@@ -98,29 +115,44 @@ def _f(v: float | None, fmt: str) -> str:
     return "—" if v is None else format(v, fmt)
 
 
+def _pm(mean: float | None, half_width: float | None, fmt: str) -> str:
+    """``mean ± half_width`` (the mean alone without an interval)."""
+    text = _f(mean, fmt)
+    return text if half_width is None else f"{text} ± {format(half_width, fmt)}"
+
+
+def _compared(row: dict, key: str, fmt: str) -> str:
+    """Our mean ± CI, the paper's mean ± CI in brackets, and where ours falls."""
+    ours = _pm(row[key], row[f"{key}_ci"], fmt)
+    paper = _pm(row[f"paper_{key}"], row[f"paper_{key}_ci"], fmt)
+    verdict = row[f"{key}_vs_paper"]
+    return f"{ours} ({paper}){'' if verdict is None else f' {verdict}'}"
+
+
 def write_markdown(table: list[dict], path: Path, seeds: list[int], quick: bool) -> None:
     lines = [
         "# FedCRef: Tables 5-6 of the paper on real data",
         "",
         f"Seeds: {', '.join(map(str, seeds))}{' (--quick: one seed)' if quick else ''}. "
-        "Paper values are means over five runs; MNIST stands in for EMNIST-digits, KMNIST "
-        "uses its test split with S = 100. Isolated clusters: ours after the first "
-        "association; the paper's start values equal its total number of clusters "
+        "Ours: mean ± 95 % CI (Student's t) over the seeds; in brackets the paper's mean ± "
+        "95 % CI over five runs; then where our mean falls: in the paper's interval, outside "
+        "it but with overlapping intervals, above or below. MNIST stands in for "
+        "EMNIST-digits, KMNIST uses its test split with S = 100. Isolated clusters: ours after "
+        "the first association; the paper's start values equal its total number of clusters "
         "(25 clients x 3.5), i.e. it counts them before any association (our total in "
         "brackets).",
         "",
         "| dataset (paper's) | dirtiness | runs | ACC init | ACC end (paper) | communities "
-        "found / true (paper) | wrong assoc. % (paper) | isolated start -> end (paper) | "
+        "found (paper) / true | wrong assoc. % (paper) | isolated start -> end (paper) | "
         "iterations | wall s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in table:
         lines.append(
             f"| {r['dataset']} ({r['paper_dataset']}) | {r['dirtiness']} | {r['seeds']} | "
-            f"{_f(r['acc_init'], '.3f')} | {_f(r['acc_final'], '.3f')} "
-            f"({_f(r['paper_acc_final'], '.3f')}) | {_f(r['communities'], '.1f')} / "
-            f"{_f(r['true_categories'], '.0f')} ({_f(r['paper_communities'], '.1f')}) | "
-            f"{_f(r['wrong_assoc_pct'], '.1f')} ({_f(r['paper_wrong_assoc_pct'], '.1f')}) | "
+            f"{_f(r['acc_init'], '.3f')} | {_compared(r, 'acc_final', '.3f')} | "
+            f"{_compared(r, 'communities', '.1f')} / {_f(r['true_categories'], '.0f')} | "
+            f"{_compared(r, 'wrong_assoc_pct', '.1f')} | "
             f"{_f(r['isolated_start'], '.1f')} [{_f(r['clusters_total'], '.1f')}] -> "
             f"{_f(r['isolated_end'], '.1f')} ({_f(r['paper_isolated_start'], '.1f')} -> "
             f"{_f(r['paper_isolated_end'], '.1f')}) | {_f(r['iterations'], '.1f')} | "

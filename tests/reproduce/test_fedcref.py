@@ -33,7 +33,10 @@ def test_table_and_plot(tmp_path):
     assert row["seeds"] == 2 and row["acc_final"] == pytest.approx(0.87)
     assert row["paper_acc_final"] == pytest.approx(0.879)  # experiments/fedcref_paper.csv
     F.write_markdown(table, tmp_path / "t.md", [0, 1], False)
-    assert "0.870 (0.879)" in (tmp_path / "t.md").read_text()
+    assert row["acc_final_ci"] == pytest.approx(0.127062, rel=1e-4)
+    assert row["paper_acc_final_ci"] == 0.028 and row["acc_final_vs_paper"] == "in"
+    assert row["communities_vs_paper"] == "in" and row["wrong_assoc_pct_vs_paper"] == "below"
+    assert "0.870 ± 0.127 (0.879 ± 0.028) in" in (tmp_path / "t.md").read_text()
     F.write_csv(table, tmp_path / "t.csv")
     assert (tmp_path / "t.csv").read_text().startswith("dataset,dirtiness,seeds")
     F.plot_iterations(tmp_path, [0], tmp_path / "p.png")
