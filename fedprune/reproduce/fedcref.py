@@ -6,7 +6,8 @@ here; MNIST has ~6,000 images per class instead of ~28,000), Fashion-MNIST (thet
 here, so S = 100 images per class and client instead of 500). Every (dataset, dirtiness,
 seed) is an ordinary ``fedprune train fedcref`` run directory under ``<out>/runs/``,
 resumable, run by :mod:`fedprune.reproduce.runner`. Outputs: ``fedcref_table.md``,
-``fedcref_table.csv`` (means over seeds next to ``experiments/fedcref_paper.csv``) and
+``fedcref_table.csv`` (means and 95 % CIs over seeds next to the paper's means and CIs in
+``experiments/fedcref_paper.csv``, :mod:`fedprune.reproduce.intervals`) and
 ``fedcref_iterations.png`` (per-iteration curves like the paper's Figure 8).
 """
 
