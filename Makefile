@@ -35,8 +35,11 @@ format: install ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: lint ## lint, then all tests (real-data tests run when the data is found)
-	$(BIN)/pytest -q --durations=25
+# test processes of `make test` (pytest-xdist); each loads TensorFlow (~1.5 GB of memory)
+TEST_WORKERS ?= 2
+
+test: lint ## lint, then all tests in TEST_WORKERS processes (default 2; real-data tests run when the data is found)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-stacked: install ## stacked-training tests only (.ci/run: again with TF_ENABLE_ONEDNN_OPTS=1)
 	$(BIN)/pytest -q tests/engine/test_stacked.py
