@@ -39,11 +39,19 @@ ALPHA = 75.0
 
 
 def pair_scores(
-    dataset: str, split: str, samples: int, epochs: int, seed: int, data_dir: str | None
+    dataset: str,
+    split: str,
+    samples: int,
+    epochs: int,
+    seed: int,
+    data_dir: str | None,
+    clients: int = 25,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Scores of every pair of clean clusters of different clients, and whether the pair is
-    of the same class."""
-    system = SystemConfig(dataset=dataset, split=split, samples_per_class=samples)
+    """Scores of every pair of clean clusters of different clients (``clients`` of them, S =
+    ``samples``), and whether the pair is of the same class."""
+    system = SystemConfig(
+        dataset=dataset, split=split, num_clients=clients, samples_per_class=samples
+    )
     clients = simulated_clients(system, seed, data_dir)
     trainer = LocalTrainer(clients[0].x.shape[1], epochs)
     clusters = [(c, q, cls) for c in clients for q, cls in enumerate(c.classes)]
