@@ -45,12 +45,12 @@ def pair_scores(
     epochs: int,
     seed: int,
     data_dir: str | None,
-    clients: int = 25,
+    num_clients: int = 25,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Scores of every pair of clean clusters of different clients (``clients`` of them, S =
-    ``samples``), and whether the pair is of the same class."""
+    """Scores of every pair of clean clusters of different clients (``num_clients`` of them,
+    S = ``samples``), and whether the pair is of the same class."""
     system = SystemConfig(
-        dataset=dataset, split=split, num_clients=clients, samples_per_class=samples
+        dataset=dataset, split=split, num_clients=num_clients, samples_per_class=samples
     )
     clients = simulated_clients(system, seed, data_dir)
     trainer = LocalTrainer(clients[0].x.shape[1], epochs)

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedprune.algorithms.fedcref.experiment import simulated_clients
+from fedprune.configs.fedcref import SystemConfig
 from fedprune.data import images
 from tests.algorithms.test_fedcref_run import pattern_images
 from tests.data.test_images import write_idx_pair
@@ -28,10 +30,7 @@ def test_every_cross_client_pair_is_scored_once_with_its_class(tmp_path):
     x, y = pattern_images()
     write_idx_pair(tmp_path / "mnist", images.file_names("mnist", "train"), x, y)
     script = _script()
-    scores, same = script.pair_scores("mnist", "train", 5, 2, 0, str(tmp_path), clients=3)
-    from fedprune.algorithms.fedcref.experiment import simulated_clients
-    from fedprune.configs.fedcref import SystemConfig
-
+    scores, same = script.pair_scores("mnist", "train", 5, 2, 0, str(tmp_path), num_clients=3)
     clients = simulated_clients(
         SystemConfig("mnist", num_clients=3, samples_per_class=5), 0, tmp_path
     )
