@@ -74,9 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--micro",
         action="store_true",
-        help="also write each client's int8, int8-qat and int16x8 models as TFLite Micro "
-        "projects (client<ID>/micro_<format>/: the model as C++ with its measured tensor "
-        "arena plus headroom and a function registering its ops, test vectors from the "
+        help="also write each client's int8, int8-float-head, int8-qat and int16x8 models as "
+        "TFLite Micro projects (client<ID>/micro_<format>/: the model as C++ with its measured "
+        "tensor arena plus headroom and a function registering its ops, test vectors from the "
         "client's test windows, and a main.cc/Makefile that builds and checks them on the "
         "host: make TFLM_DIR=<tflm tree>); int8 is added if none of them is listed",
     )

@@ -118,9 +118,10 @@ def export_run(
     measures the candidates on held-out training windows per client, a candidate's name
     forces it. ``<out>/predictions.csv`` holds every test window's class per format.
 
-    With ``micro`` each client's int8, int8-qat and int16x8 models are also written as
-    TFLite Micro projects (``client<ID>/micro_int8/``, ...: the model as C++ with its arena
-    size and op registration, test vectors, a host build; :mod:`edge_export.micro.project`).
+    With ``micro`` each client's int8, int8-float-head, int8-qat and int16x8 models are also
+    written as TFLite Micro projects (``client<ID>/micro_int8/``, ...: the model as C++ with
+    its arena size and op registration, test vectors, a host build;
+    :mod:`edge_export.micro.project`).
     The ``-qat`` formats convert a copy of the client's model after ``qat_epochs`` of
     quantization-aware fine-tuning on its training windows (:mod:`edge_export.qat`); every
     format is compared with the client's trained Keras model.

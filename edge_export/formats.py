@@ -23,7 +23,7 @@ FORMATS = (
     "int16x8",
 )
 AUTOENCODER_FORMATS = ("float32", "float16", "dynamic", "int8")  # dense FedCRef models
-MICRO_FORMATS = ("int8", "int8-qat", "int16x8")  # TFLite Micro reads neither float16 nor sparse
+MICRO_FORMATS = ("int8", "int8-float-head", "int8-qat", "int16x8")  # no float16, no sparse
 DEFAULT_FORMATS = "float32,int8"
 DEFAULT_AUTOENCODER_FORMATS = "float32,int8"
 

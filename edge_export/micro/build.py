@@ -41,7 +41,7 @@ class HostRun:
 
     output: str
     returncode: int
-    outputs: list[np.ndarray]  # the raw outputs of every window, in order
+    outputs: list[np.ndarray]  # the raw outputs of every window, in order (int or float32)
     predicted: list[int]
     matched: int | None
     total: int | None
@@ -63,13 +63,20 @@ def default_cache_dir() -> Path:
     return cache_dir() / "tflm"
 
 
+def _scores(words: list[str]) -> np.ndarray:
+    """A window's printed outputs: integers, or float32 probabilities (``%.9g``: exact)."""
+    if all(word.lstrip("-").isdigit() for word in words):
+        return np.array([int(word) for word in words])
+    return np.array([float(word) for word in words], np.float32)
+
+
 def read_host_run(output: str, returncode: int = 0) -> HostRun:
     """``main``'s printed lines as outputs per window, predicted classes and the match count."""
     outputs, predicted = [], []
     for line in output.splitlines():
         match = WINDOW_LINE.match(line)
         if match:
-            outputs.append(np.array([int(v) for v in match.group(2).split()]))
+            outputs.append(_scores(match.group(2).split()))
             predicted.append(int(match.group(3)))
     matched = MATCHED_LINE.search(output)
     return HostRun(

@@ -64,6 +64,14 @@ def int_rows(values: Iterable[int], per_row: int = 16, indent: str = "  ") -> st
     )
 
 
+def float_rows(values: Iterable[float], per_row: int = 8, indent: str = "  ") -> str:
+    """Comma-separated float32 literals (each reads back exactly), ``per_row`` to a line."""
+    values = [float_literal(float(v)) for v in np.asarray(values, np.float32).reshape(-1)]
+    return ",\n".join(
+        indent + ", ".join(values[i : i + per_row]) for i in range(0, len(values), per_row)
+    )
+
+
 def byte_rows(content: bytes) -> str:
     """The bytes as hex literals, 12 to a line."""
     return ",\n".join(
@@ -89,11 +97,14 @@ def normalization_c(ident: str, normalization: dict | None) -> str:
     )
 
 
-def c_integer_type(dtype: np.dtype) -> str:
-    """The ``<stdint.h>`` type of an integer tensor."""
+def c_tensor_type(dtype: np.dtype) -> str:
+    """The C type of a model input or output tensor: a ``<stdint.h>`` integer type, or
+    ``float`` (a float32 tensor: ``int8-float-head``'s input and probabilities)."""
     dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return "float"
     if dtype.kind not in "iu":
-        raise ValueError(f"TFLite Micro exports take integer tensors, not {dtype.name}")
+        raise ValueError(f"TFLite Micro exports take integer or float32 tensors, not {dtype.name}")
     return f"{'' if dtype.kind == 'i' else 'u'}int{8 * dtype.itemsize}_t"
 
 

@@ -30,7 +30,6 @@ import pytest
 from edge_export.micro import arena_headroom, export_micro_project, measure_arena, micro_outputs
 
 REPO = Path(__file__).resolve().parents[2]
-TFLM_TREE = REPO.parent / "shared" / "tflm" / "tree"
 DOC = REPO / "docs" / "edge-export.md"
 DOC_MARKER = "<!-- micro-host-build -->"
 LABELS = ["WALKING", "UPSTAIRS", "DOWNSTAIRS", "SITTING", "STANDING", "LAYING"]
@@ -218,22 +217,6 @@ def test_the_makefile_names_the_missing_tree(small_project):
 
 
 # -- slow: host builds against the TFLM tree ----------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def tflm_tree() -> Path:
-    if not TFLM_TREE.is_dir():
-        pytest.skip(f"TFLite Micro source tree not found at {TFLM_TREE} (../shared/tflm/tree)")
-    missing = [tool for tool in ("g++", "make", "ar") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"no {', '.join(missing)} on this machine: needed to build TFLite Micro")
-    return TFLM_TREE
-
-
-@pytest.fixture(scope="session")
-def tflm_cache(tmp_path_factory) -> Path:
-    """One TFLM object cache for every build of the test run."""
-    return tmp_path_factory.mktemp("tflm-cache")
 
 
 @pytest.fixture(scope="module")

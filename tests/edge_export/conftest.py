@@ -1,0 +1,27 @@
+"""Fixtures of the TFLite Micro host builds: the source tree and one object cache."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+TFLM_TREE = Path(__file__).resolve().parents[2].parent / "shared" / "tflm" / "tree"
+
+
+@pytest.fixture(scope="session")
+def tflm_tree() -> Path:
+    """``../shared/tflm/tree``; skips, saying what is missing, without it or a compiler."""
+    if not TFLM_TREE.is_dir():
+        pytest.skip(f"TFLite Micro source tree not found at {TFLM_TREE} (../shared/tflm/tree)")
+    missing = [tool for tool in ("g++", "make", "ar") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"no {', '.join(missing)} on this machine: needed to build TFLite Micro")
+    return TFLM_TREE
+
+
+@pytest.fixture(scope="session")
+def tflm_cache(tmp_path_factory) -> Path:
+    """One TFLM object cache for every build of the test run (per test process)."""
+    return tmp_path_factory.mktemp("tflm-cache")
