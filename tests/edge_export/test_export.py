@@ -1,6 +1,7 @@
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,6 +65,18 @@ def _fedavg_run(root):
     run.save_checkpoint(1, {"trainable": weights, "non_trainable": []})
     run.write_summary({"method": "fedavg"})
     return run.path, data_dir, model, data
+
+
+def _micro_export(tmp_path_factory, clients: str, formats: str) -> tuple[Path, list[dict]]:
+    """A trained FedAvg run's ``clients`` exported as ``formats`` with ``--micro``: the export
+    folder and its ``export_report.json``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        run_dir, data_dir, _, _ = _fedavg_run(tmp_path_factory.mktemp("fedavg"))
+        out = tmp_path_factory.mktemp("export")
+        args = [str(run_dir), "--clients", clients, "--formats", formats, "--micro"]
+        assert main(args + ["--out", str(out), "--data-dir", str(data_dir), "--no-progress"]) == 0
+    return out, json.loads((out / "export_report.json").read_text())
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ probability by more than the tolerance makes ``main`` report that window and exi
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 
@@ -121,16 +120,9 @@ def test_printed_float_lines_read_back_as_float32():
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """Client 1 of a trained FedAvg run exported as int8-float-head with ``--micro``."""
-    from edge_export.cli import main
-    from tests.edge_export.test_export import _fedavg_run
+    from tests.edge_export.test_export import _micro_export
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        run_dir, data_dir, _, _ = _fedavg_run(tmp_path_factory.mktemp("fedavg"))
-        out = tmp_path_factory.mktemp("export")
-        args = [str(run_dir), "--clients", "1", "--formats", "int8-float-head", "--micro"]
-        assert main(args + ["--out", str(out), "--data-dir", str(data_dir), "--no-progress"]) == 0
-    return out, json.loads((out / "export_report.json").read_text())
+    return _micro_export(tmp_path_factory, "1", "int8-float-head")
 
 
 @pytest.mark.slow

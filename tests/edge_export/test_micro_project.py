@@ -15,7 +15,6 @@ folder that the later builds reuse.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -222,16 +221,9 @@ def test_the_makefile_names_the_missing_tree(small_project):
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """Clients 1 and 2 of a trained FedAvg run exported as int8 with ``--micro``."""
-    from edge_export.cli import main
-    from tests.edge_export.test_export import _fedavg_run
+    from tests.edge_export.test_export import _micro_export
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        run_dir, data_dir, _, _ = _fedavg_run(tmp_path_factory.mktemp("fedavg"))
-        out = tmp_path_factory.mktemp("export")
-        args = [str(run_dir), "--clients", "1,2", "--formats", "int8", "--micro"]
-        assert main(args + ["--out", str(out), "--data-dir", str(data_dir), "--no-progress"]) == 0
-    return out, json.loads((out / "export_report.json").read_text())
+    return _micro_export(tmp_path_factory, "1,2", "int8")
 
 
 @pytest.mark.slow
