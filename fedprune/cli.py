@@ -46,6 +46,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _worker_count(text: str) -> int:
+    """``--workers``: an integer from 1 to the CPUs this process may use."""
+    from fedprune.workers.local import check_local_workers  # standard library only
+
+    count = _positive_int(text)
+    try:
+        return check_local_workers(count)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _jobs(text: str) -> int | str:
     """``--jobs``: an integer >= 1, or ``auto`` (:mod:`fedprune.reproduce.auto_jobs`)."""
     if text == "auto":
@@ -103,9 +114,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     workers.add_argument(
         "--workers",
-        type=_positive_int,
+        type=_worker_count,
         default=1,
-        help="local TFF worker processes; >1 splits each round's clients across them (1)",
+        help="local TFF worker processes, 1 to this machine's usable CPUs; >1 splits each "
+        "round's clients across them (1)",
     )
     workers.add_argument(
         "--unsafe-open-workers",

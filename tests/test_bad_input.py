@@ -565,6 +565,11 @@ CASES = {
         FEDAVG + ["--workers", "two"],
         "argument --workers: expected an integer >= 1, got 'two'",
     ),
+    "workers beyond the CPUs": (
+        _nothing,
+        FEDAVG + ["--workers", "100000"],
+        "argument --workers: local TFF workers must be between 1 and this machine's",
+    ),
     # non-finite sensor values: an error in WISDM as in UCI-HAR, naming file, line and value
     "nan in WISDM": (_wisdm_with("nan"), WISDM, "raw.txt, line 6: non-finite value 'nan'"),
     "inf in WISDM": (_wisdm_with("-inf"), WISDM, "raw.txt, line 6: non-finite value '-inf'"),

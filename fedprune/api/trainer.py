@@ -60,6 +60,17 @@ class Workers:
     remote_timeout: float = 10.0
     unsafe_open: bool = False
 
+    def __post_init__(self) -> None:
+        """Refuse more local workers than usable CPUs (or fewer than one where no remote
+        worker is named) before anything starts."""
+        from fedprune.workers.local import check_local_workers
+
+        if self.local or not self.remote:
+            try:
+                check_local_workers(self.local)
+            except ValueError as error:
+                raise ConfigError(f"Workers(local={self.local}): {error}") from None
+
 
 @dataclasses.dataclass(frozen=True)
 class Trainer:

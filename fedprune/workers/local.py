@@ -72,6 +72,29 @@ _EXEC_WITH_PARENT = (
 )
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; the machine's count elsewhere)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover (not Linux)
+        return os.cpu_count() or 1
+
+
+def check_local_workers(count: int) -> int:
+    """``count`` local workers, or a :class:`ValueError` saying the most this machine takes.
+
+    Each worker is a TensorFlow process that trains its share of a round's clients on its own
+    threads; more of them than usable CPUs only add memory and start-up time, and a large
+    number would try to start that many processes."""
+    cpus = usable_cpus()
+    if count < 1 or count > cpus:
+        raise ValueError(
+            f"local TFF workers must be between 1 and this machine's {cpus} usable CPU(s), "
+            f"got {count}: each worker is a TensorFlow process, so more only adds memory"
+        )
+    return count
+
+
 def worker_environment() -> dict[str, str]:
     """The worker's environment: ours, with one TensorFlow intra-op thread per computation
     and one inter-op thread per core, unless ``TF_NUM_INTRAOP_THREADS`` /

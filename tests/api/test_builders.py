@@ -178,6 +178,17 @@ def test_an_images_file_with_other_clients_than_clients_is_refused(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_more_local_workers_than_usable_cpus_are_refused(monkeypatch):
+    from fedprune.workers import local
+
+    monkeypatch.setattr(local, "usable_cpus", lambda: 3)
+    assert fp.Workers(local=3).local == 3
+    for count in (4, 0):
+        with pytest.raises(ConfigError, match=f"Workers.local={count}.: .* 3 usable CPU"):
+            fp.Workers(local=count)
+    assert fp.Workers(local=0, remote=("host:8000",)).remote == ("host:8000",)
+
+
 def test_workers_none_is_refused_without_installed_workers(tmp_path):
     """TFF's own default context would start a worker on every interface: never used."""
     from fedprune.workers import execution
