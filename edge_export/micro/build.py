@@ -1,12 +1,15 @@
-"""Build a TFLite Micro project on the host and run it, with the TFLM library built once.
+"""Build a TFLite Micro project on the host and run it, with the TFLM objects compiled once.
 
-``build_project(folder, tflm_dir)`` runs the project's own ``Makefile`` twice: ``make lib``
-into a cache folder keyed by the TFLM tree (path and every file's size and time), the
-compiler and its flags, and the TFLM sources the model needs (its op set), then ``make
-TFLM_LIB=<cache>/libtflm.a`` in the project, and runs ``main``. A second project with the
-same ops, or the same project again, reuses the cached objects. The cache lives in
-``<fedprune cache>/tflm/<key>`` (``$FEDPRUNE_CACHE_DIR`` or ``~/.cache/fedprune``) unless
-``cache_dir`` says otherwise.
+``build_project(folder, tflm_dir)`` runs the project's own ``Makefile`` twice: ``make lib``,
+which compiles the TFLM sources the model needs (its op set) into an object folder shared by
+every project built from the same TFLM tree (path and every file's size and time) with the
+same compiler and flags, and archives them into ``libtflm.a`` for that op set; then ``make
+TFLM_LIB=<archive>`` in the project, and runs ``main``. A project with another op set compiles
+only the sources it adds (an int8-float-head model after an int8 one: the QUANTIZE and
+DEQUANTIZE kernels); the same op set again reuses its archive. The cache lives in
+``<fedprune cache>/tflm/`` (``$FEDPRUNE_CACHE_DIR`` or ``~/.cache/fedprune``) unless
+``cache_dir`` says otherwise: ``objects-<key>/`` per tree, compiler and flags, ``<key>/`` per op
+set besides.
 """
 
 from __future__ import annotations
@@ -128,17 +131,21 @@ def tree_fingerprint(tflm_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def library_key(project: Path, tflm_dir: Path) -> str:
-    """The cache key of a project's TFLM objects: tree, compiler, flags and sources."""
+def cache_keys(project: Path, tflm_dir: Path) -> tuple[str, str]:
+    """The cache keys of a project's TFLM build: (objects: tree, compiler and flags; archive:
+    those and the op set's sources)."""
     make = _tool("make")
     config = _run([make, "-s", "-C", str(project), f"TFLM_DIR={tflm_dir}", "tflm-config"],
                   env=_make_env())  # fmt: skip
-    compiler = config.split()[0]
+    flags, sources = (config.splitlines() + [""])[:2]
+    compiler = flags.split()[0]
     version = _run([compiler, "--version"]).splitlines()[0]
-    digest = hashlib.sha256()
-    for part in (tree_fingerprint(tflm_dir), version, config):
-        digest.update(part.encode() + b"\0")
-    return digest.hexdigest()[:16]
+    objects = hashlib.sha256()
+    for part in (tree_fingerprint(tflm_dir), version, flags):
+        objects.update(part.encode() + b"\0")
+    archive = objects.copy()
+    archive.update(sources.encode() + b"\0")
+    return objects.hexdigest()[:16], archive.hexdigest()[:16]
 
 
 @contextmanager
@@ -156,19 +163,26 @@ def _locked(path: Path) -> Iterator[None]:
 def tflm_library(
     project: Path, tflm_dir: Path, cache_dir: Path | None = None, jobs: int = JOBS
 ) -> tuple[Path, float, bool]:
-    """The project's TFLM sources compiled into ``<cache>/<key>/libtflm.a`` (only what is not
-    there yet): (archive, seconds, whether it was all cached)."""
+    """The project's TFLM sources compiled into the shared object folder (only what is not
+    there yet) and archived as ``<cache>/<key>/libtflm.a``: (archive, seconds, whether that
+    archive was there already)."""
     tflm_dir = Path(tflm_dir).resolve()
     project = Path(project).resolve()
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    folder = (cache / library_key(project, tflm_dir)).resolve()
-    make = [_tool("make"), "-C", str(project), f"TFLM_DIR={tflm_dir}", f"BUILD_DIR={folder}"]
+    objects_key, archive_key = cache_keys(project, tflm_dir)
+    objects = (cache / f"objects-{objects_key}").resolve()
+    archive = (cache / archive_key / "libtflm.a").resolve()
     start = time.perf_counter()
-    with _locked(folder.with_suffix(".lock")):
-        stale = subprocess.run([*make, "-q", "lib"], env=_make_env(), capture_output=True)
-        if stale.returncode != 0:
-            _run([*make, f"-j{jobs}", "lib"], env=_make_env())
-    return folder / "libtflm.a", time.perf_counter() - start, stale.returncode == 0
+    with _locked(objects.with_suffix(".lock")):
+        cached = archive.exists()
+        if not cached:
+            # the object folder's own archive may hold another op set: make it anew
+            (objects / "libtflm.a").unlink(missing_ok=True)
+            make = [_tool("make"), "-C", str(project), f"TFLM_DIR={tflm_dir}"]
+            _run([*make, f"BUILD_DIR={objects}", f"-j{jobs}", "lib"], env=_make_env())
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(objects / "libtflm.a", archive)  # complete, or not there at all
+    return archive, time.perf_counter() - start, cached
 
 
 def build_project(

@@ -22,6 +22,11 @@ def tflm_tree() -> Path:
 
 
 @pytest.fixture(scope="session")
-def tflm_cache(tmp_path_factory) -> Path:
-    """One TFLM object cache for every build of the test run (per test process)."""
-    return tmp_path_factory.mktemp("tflm-cache")
+def tflm_cache(tmp_path_factory, worker_id: str) -> Path:
+    """One TFLM object cache for every build of the test run, shared by its test processes
+    (pytest-xdist; the builds lock it): the TFLM objects are compiled once."""
+    if worker_id == "master":
+        return tmp_path_factory.mktemp("tflm-cache")
+    shared = tmp_path_factory.getbasetemp().parent / "tflm-cache"
+    shared.mkdir(exist_ok=True)
+    return shared

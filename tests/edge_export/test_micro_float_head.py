@@ -114,6 +114,28 @@ def test_printed_float_lines_read_back_as_float32():
     assert run.predicted == [1, 1] and (run.matched, run.total) == (2, 2)
 
 
+def test_its_host_build_shares_the_int8_projects_objects(float_head_project, tmp_path):
+    """Another op set, the same tree, compiler and flags: one object folder, two archives."""
+    if shutil.which("make") is None or shutil.which("g++") is None:
+        pytest.skip("no make or g++ on this machine: the keys come from the Makefile")
+    from edge_export.convert import to_tflite
+    from edge_export.micro.build import cache_keys
+    from fedprune.models.cnn1d import build_har_cnn
+
+    project, _, inputs = float_head_project
+    content = to_tflite(build_har_cnn((128, 9), 6, seed=3), "int8", inputs)
+    int8 = export_micro_project(content, tmp_path / "int8", "client4_int8", inputs[:2], LABELS)
+    tree = tmp_path / "tree"  # what the Makefile checks a TFLM tree by
+    (tree / "tensorflow/lite/micro").mkdir(parents=True)
+    (tree / "tensorflow/lite/micro/micro_interpreter.h").write_text("")
+    head_objects, head_archive = cache_keys(project.folder, tree)
+    int8_objects, int8_archive = cache_keys(int8.folder, tree)
+    assert head_objects == int8_objects and head_archive != int8_archive
+    assert cache_keys(project.folder, tree) == (head_objects, head_archive)
+    makefile = (project.folder / "Makefile").read_text()
+    assert "dequantize" in makefile and "dequantize" not in (int8.folder / "Makefile").read_text()
+
+
 # -- slow: exported from a run, built on the host -----------------------------------------------
 
 
