@@ -279,9 +279,9 @@ def _readme(
         else "the input map and the input/output quantization"
     )
     agreement = (
-        f"every probability within `k{i}_output_tolerance` of the interpreter's and the same "
-        "predicted class (float results may differ in their last bits where a compiler fuses "
-        "multiply-adds)"
+        f"every probability within `k{i}_output_tolerance` of the interpreter's, with the "
+        "same predicted class; float results may differ in their last bits where a compiler "
+        "fuses multiply-adds"
         if float_output
         else "the build computes what the TFLite Micro interpreter computed, bit for bit"
     )
@@ -323,7 +323,7 @@ make TFLM_DIR=/path/to/tflm/tree     # a tree made by TFLM's create_tflm_tree.py
 ```
 
 `main` prints the arena it used, a line per window (raw outputs, predicted label, `ok`) and last
-`matched {n} of {n}`: {agreement} (exit status 1 if any window differs).
+`matched {n} of {n}`: {agreement}. `main` exits with status 1 if any window differs.
 Objects go to `build/` (`BUILD_DIR=...`), so a second `make` compiles only what changed;
 `TFLM_LIB=/path/libtflm.a` links a prebuilt archive instead
 (`make lib BUILD_DIR=DIR` writes one to `DIR/libtflm.a`), so several projects share one build.
