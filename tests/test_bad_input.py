@@ -140,9 +140,12 @@ def _not_utf8(name: str) -> Callable[[Path], None]:
     return damage
 
 
-def _recorded_run(config: Callable[[], object], arrays: dict) -> Callable[[Path, Path], None]:
+def _recorded_run(
+    config: Callable[[], object], arrays: dict | Callable[[], dict]
+) -> Callable[[Path, Path], None]:
     """TMP/run as the command for ``config()`` leaves it after round 1, with a checkpoint of
-    ``arrays`` (no training needed to reach the checkpoint's checks)."""
+    ``arrays`` (or of what ``arrays()`` gives then; no training needed to reach the
+    checkpoint's checks)."""
 
     def prepare(tmp: Path, finished: Path) -> None:
         import dataclasses
@@ -151,11 +154,34 @@ def _recorded_run(config: Callable[[], object], arrays: dict) -> Callable[[Path,
         from fedprune.runs import RunDir
 
         run = RunDir(tmp / "run", dataclasses.asdict(with_protocol(config(), None)))
-        run.save_checkpoint(1, arrays)
+        run.save_checkpoint(1, arrays() if callable(arrays) else arrays)
         (run.path / "tff-logs").mkdir()
         (run.path / "tff-logs" / "worker-0.log").touch()
 
     return prepare
+
+
+def _uci_har_weights() -> list[np.ndarray]:
+    """Zero weights of the HAR CNN on UCI-HAR windows (128 x 9, 6 classes)."""
+    from fedprune.models.cnn1d import build_har_cnn
+
+    return [np.zeros_like(w) for w in build_har_cnn((128, 9), 6, seed=0).get_weights()]
+
+
+def _caafp_cluster_5_of_3() -> dict:
+    """A CA-AFP checkpoint of this model whose assignment names cluster 5 of K = 3."""
+    weights = _uci_har_weights()
+    arrays = {"global": weights, "assignment": [np.array([0, 1, 2, 5, 0, 1])]}
+    for c in range(3):
+        arrays[f"cluster{c}_w"] = arrays[f"cluster{c}_m"] = weights
+    return arrays
+
+
+def _clusterfl_label_minus_1() -> dict:
+    """A ClusterFL checkpoint of this model whose client 2 is in cluster -1."""
+    size = sum(w.size for w in _uci_har_weights())
+    flat = {k: [np.zeros((6, size), np.float32)] for k in ("w", "u", "omega")}
+    return {**flat, "labels": [np.array([0, 1, -1, 0, 1, 2])]}
 
 
 def _caafp_config() -> object:
@@ -503,6 +529,16 @@ CASES = {
         ),
         CLUSTERFL + ["--clients-per-round", "2", "--out", "TMP/run"],
         "checkpoint.npz does not fit this run ('w' array 0 has shape (6, 10), this run's is (6,",
+    ),
+    "caafp checkpoint naming a cluster it lacks": (
+        _recorded_run(_caafp_config, _caafp_cluster_5_of_3),
+        CAAFP + ["--clients-per-round", "2", "--out", "TMP/run"],
+        "checkpoint.npz is damaged ('assignment' names cluster 5; this run has clusters 0 to 2)",
+    ),
+    "clusterfl checkpoint with a negative cluster": (
+        _recorded_run(_clusterfl_config, _clusterfl_label_minus_1),
+        CLUSTERFL + ["--clients-per-round", "2", "--out", "TMP/run"],
+        "checkpoint.npz is damaged ('labels' names cluster -1; this run has clusters 0 to 2)",
     ),
     # counts the data cannot meet: refused with the reachable maximum, never clamped
     "clients-per-round above clients": (

@@ -160,6 +160,7 @@ def run_clusterfl(
         )
 
     def restore(_rounds: int, arrays: dict, scalars: dict) -> ClusterFLState:
+        run.check_checkpoint_labels(arrays, "labels", config.clusters)
         w, u, omega, labels = (arrays[k][0] for k in ("w", "u", "omega", "labels"))
         return ClusterFLState(w, u, omega, labels, accounts(scalars))
 

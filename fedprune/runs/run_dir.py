@@ -241,6 +241,25 @@ class RunDir:
                 f"does not fit this run ({detail}): it was made for another model or data"
             )
 
+    def check_checkpoint_labels(
+        self, arrays: Mapping[str, Sequence[np.ndarray]], name: str, count: int
+    ) -> None:
+        """Every array ``name`` of the checkpoint holds whole numbers in ``[0, count)`` (a
+        cluster per client, with ``count`` clusters): else one :class:`DataError`, before an
+        out-of-range cluster reaches the training."""
+        for a in arrays.get(name, []):
+            a = np.asarray(a)
+            if a.dtype.kind not in "iu":
+                raise self.unusable_checkpoint(
+                    f"is damaged ({name!r} holds {a.dtype} values, not cluster numbers)"
+                )
+            outside = a[(a < 0) | (a >= count)]
+            if outside.size:
+                raise self.unusable_checkpoint(
+                    f"is damaged ({name!r} names cluster {int(outside[0])}; this run has "
+                    f"clusters 0 to {count - 1})"
+                )
+
     def unusable_checkpoint(self, what: str) -> DataError:
         """The one-line error for a checkpoint that cannot be resumed (``what`` it is)."""
         return DataError(

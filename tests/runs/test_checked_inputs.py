@@ -121,6 +121,21 @@ def test_checkpoint_shapes_are_the_models(tmp_path):
         run.check_checkpoint_shapes(arrays, {"w": [(2, 3), (3,), (3,)]})
 
 
+def test_checkpoint_clusters_are_whole_numbers_within_k(tmp_path):
+    run = _saved(tmp_path, arrays={"assignment": [np.array([0, 2, 1, 2])]})
+    _, arrays, _ = run.load_checkpoint()
+    run.check_checkpoint_labels(arrays, "assignment", 3)
+    run.check_checkpoint_labels(arrays, "absent", 3)  # an optional array the run lacks
+    with pytest.raises(DataError) as err:
+        run.check_checkpoint_labels(arrays, "assignment", 2)
+    assert str(err.value) == (
+        f"{tmp_path / 'checkpoint.npz'} is damaged ('assignment' names cluster 2; this run has "
+        f"clusters 0 to 1); {RESTART}"
+    )
+    with pytest.raises(DataError, match=r"'labels' holds float64 values, not cluster numbers"):
+        run.check_checkpoint_labels({"labels": [np.array([0.0, 1.5])]}, "labels", 3)
+
+
 @dataclasses.dataclass
 class _State:
     w: np.ndarray

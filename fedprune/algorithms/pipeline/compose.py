@@ -161,6 +161,8 @@ def run_pipeline(
         return expected
 
     def restore(arrays: Mapping[str, Sequence[np.ndarray]], scalars: dict) -> PipelineState:
+        k = saved_clusters(arrays) if varying else config.clusters
+        run.check_checkpoint_labels(arrays, "assignment", k)
         state = PipelineState.from_checkpoint(
             arrays,
             scalars,
