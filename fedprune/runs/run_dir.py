@@ -242,22 +242,26 @@ class RunDir:
             )
 
     def check_checkpoint_labels(
-        self, arrays: Mapping[str, Sequence[np.ndarray]], name: str, count: int
+        self, arrays: Mapping[str, Sequence[np.ndarray]], name: str, count: int | Sequence[int]
     ) -> None:
         """Every array ``name`` of the checkpoint holds whole numbers in ``[0, count)`` (a
-        cluster per client, with ``count`` clusters): else one :class:`DataError`, before an
+        cluster per client, with ``count`` clusters; a sequence: each array's own count, as
+        FedCRef's local clusters per client): else one :class:`DataError`, before an
         out-of-range cluster reaches the training."""
-        for a in arrays.get(name, []):
+        found = arrays.get(name, [])
+        counts = [count] * len(found) if isinstance(count, int) else list(count)
+        for i, (a, k) in enumerate(zip(found, counts)):
             a = np.asarray(a)
+            which = f"{name!r}" if isinstance(count, int) else f"{name!r} array {i}"
             if a.dtype.kind not in "iu":
                 raise self.unusable_checkpoint(
-                    f"is damaged ({name!r} holds {a.dtype} values, not cluster numbers)"
+                    f"is damaged ({which} holds {a.dtype} values, not cluster numbers)"
                 )
-            outside = a[(a < 0) | (a >= count)]
+            outside = a[(a < 0) | (a >= k)]
             if outside.size:
                 raise self.unusable_checkpoint(
-                    f"is damaged ({name!r} names cluster {int(outside[0])}; this run has "
-                    f"clusters 0 to {count - 1})"
+                    f"is damaged ({which} names cluster {int(outside[0])}; this run has "
+                    f"clusters 0 to {k - 1})"
                 )
 
     def unusable_checkpoint(self, what: str) -> DataError:

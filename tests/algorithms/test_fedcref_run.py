@@ -91,6 +91,46 @@ def test_run_writes_files_and_resumes_identically(tmp_path, mnist_dir, tff_conte
             np.testing.assert_array_equal(a[k], b[k])
 
 
+def _rewrite_checkpoint(path, change) -> None:
+    with np.load(path) as z:
+        flat = {key: z[key] for key in z.files}
+    change(flat)
+    np.savez(path, **flat)
+
+
+def test_a_checkpoint_of_another_autoencoder_or_cluster_is_refused(
+    tmp_path, mnist_dir, tff_context, monkeypatch
+):
+    """Resumed from iteration 1: the checkpoint's autoencoder weights must have this run's
+    shapes, and every sample's local cluster must be one of its client's clusters."""
+    import shutil
+
+    from fedprune.errors import DataError
+
+    out = tmp_path / "run"
+
+    def run():
+        return run_fedcref_experiment(SYSTEM, CONFIG, out, mnist_dir, progress=False)
+
+    interrupted(monkeypatch, run, after_round=1)
+    checkpoint = out / "checkpoint.npz"
+    saved = tmp_path / "saved.npz"
+    shutil.copy(checkpoint, saved)
+
+    _rewrite_checkpoint(checkpoint, lambda f: f.update(model_weights__0=np.zeros((3, 2))))
+    with pytest.raises(DataError, match=r"does not fit this run \('model_weights' array 0 has "):
+        run()
+    shutil.copy(saved, checkpoint)
+
+    def cluster_9(flat: dict) -> None:
+        flat["assignments__1"] = flat["assignments__1"].copy()
+        flat["assignments__1"][3] = 9
+
+    _rewrite_checkpoint(checkpoint, cluster_9)
+    with pytest.raises(DataError, match=r"is damaged \('assignments' array 1 names cluster 9; "):
+        run()
+
+
 def test_community_autoencoders_export(tmp_path, mnist_dir, tff_context):
     from edge_export.autoencoders import export_fedcref_run
 

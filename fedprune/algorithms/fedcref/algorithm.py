@@ -215,6 +215,22 @@ class FedCRef:
             stop_history=[],
         )
 
+    def checkpoint_shapes(
+        self, arrays: Mapping[str, list[np.ndarray]]
+    ) -> dict[str, list[tuple[int, ...]]]:
+        """The shapes :meth:`FedCRefState.to_checkpoint`'s arrays have for these clients and
+        this autoencoder (``arrays``: the checkpoint's, for how many models it holds)."""
+        model = [tuple(w.shape) for w in self.trainer.model.get_weights()]
+        keys = len(arrays["model_keys"][0]) if "model_keys" in arrays else 0
+        communities = len(arrays.get("community_weights", [])) // len(model)
+        return {
+            "assignments": [(len(x),) for x in self.xs],
+            "active": [(len(self.xs),)],
+            "model_keys": [(keys, 2)],
+            "model_weights": model * keys,
+            "community_weights": model * communities,
+        }
+
     def iterate(self, state: FedCRefState) -> IterationReport:
         """Iteration ``state.iteration + 1``, updating ``state`` in place (``done`` and
         ``stop_reason`` set when Phase 5 stops the run)."""

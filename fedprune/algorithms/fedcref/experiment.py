@@ -439,6 +439,10 @@ def run_fedcref_experiment(
         interrupts.raise_if_received()
         return Step(state, [row], {**postfix, "iso": str(row["isolated"])}, stop=state.done)
 
+    def restore(done: int, arrays: dict, _scalars: dict) -> FedCRefState:
+        run.check_checkpoint_labels(arrays, "assignments", ks)  # local clusters per client
+        return FedCRefState.from_checkpoint(done, arrays, str(run.path / CHECKPOINT))
+
     if mine:
         desc = f"fedcref {dataset_label(system.dataset)} {system.init}"
     else:
@@ -446,9 +450,7 @@ def run_fedcref_experiment(
     result = run_rounds(
         run,
         algorithm.initial_state,
-        lambda done, arrays, _scalars: FedCRefState.from_checkpoint(
-            done, arrays, str(run.path / CHECKPOINT)
-        ),
+        restore,
         step,
         params.max_iterations,
         desc=desc,
@@ -457,6 +459,7 @@ def run_fedcref_experiment(
         round_key="iteration",
         finished=lambda state: state.done,
         wall_column="wall_s",
+        shapes=algorithm.checkpoint_shapes,
     )
     final = result.state
     artefacts.write_community_models(run.path, final.community_models)
