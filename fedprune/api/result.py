@@ -104,12 +104,15 @@ class Result:
     def assignments(self) -> dict[int, int] | dict[int, np.ndarray]:
         """The clusters the run found: each client's cluster for the clustered-FL and HAR
         methods (``clusters.json``), or, for the clustering methods, each client's objects'
-        cluster labels, ``{client: labels}`` (FedCRef's ``assignments.npz`` by client
-        number, Fed-HIRE's, k-FED's and federated k-means' ``labels.npz``)."""
+        cluster labels, ``{client: labels}`` (FedCRef's ``assignments.npz``, keyed by your
+        client ids where you gave the data, else by client number; Fed-HIRE's, k-FED's and
+        federated k-means' ``labels.npz``)."""
         if (self.path / names.CLUSTERS).exists():
             return artefacts.read_clusters(self.path)
         if (self.path / names.ASSIGNMENTS).exists():
-            return dict(enumerate(artefacts.read_assignments(self.path)))
+            labels = artefacts.read_assignments(self.path)
+            ids = self.summary.get("client_ids", range(len(labels)))
+            return {int(cid): a for cid, a in zip(ids, labels, strict=True)}
         if (self.path / names.LABELS).exists():
             arrays = read_npz(self.path / names.LABELS)
             return {int(k[len("client") :]): v for k, v in arrays.items() if k.startswith("client")}

@@ -132,7 +132,7 @@ def test_fedcref_on_your_table_with_your_autoencoder_exports(tmp_path):
     )
     assert result.summary["communities"] >= 1
     assert result.config["model"] == "user:autoencoder"
-    assert sorted(result.assignments()) == [0, 1, 2, 3]  # one array per client, in id order
+    assert sorted(result.assignments()) == [10, 11, 12, 13]  # your ids, an array each
     assert result.summary["client_ids"] == [10, 11, 12, 13]
     out = tmp_path / "export"
     assert edge_export([str(tmp_path / "run"), "--out", str(out), "--formats", "float32"]) == 0
