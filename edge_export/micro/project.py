@@ -111,17 +111,17 @@ def export_micro_project(
     ops = check_micro_compatible(model_content)
     tensors = _tensors(model_content)
     count = min(test_vectors, len(windows))
-    quantized = quantize_input(model_content, np.asarray(windows[:count], np.float32))
-    # (float32 input: unchanged)
-    sample = quantized[:1] if count else np.zeros(tensors.input_shape, tensors.input_dtype)
+    # in the model's input type: quantized, or unchanged for a float32 input
+    inputs = quantize_input(model_content, np.asarray(windows[:count], np.float32))
+    sample = inputs[:1] if count else np.zeros(tensors.input_shape, tensors.input_dtype)
     measured = measure_arena(model_content, sample)
     minimum = measured if measured is not None else arena_upper_bound(model_content)
     headroom = arena_headroom(minimum)
-    timed = timed_micro_outputs(model_content, quantized, minimum + headroom) if count else None
+    timed = timed_micro_outputs(model_content, inputs, minimum + headroom) if count else None
     expected, latency_ms = (None, None) if timed is None else timed
     expected_by = "the TFLite Micro Python interpreter (tflite-micro package)"
     if count and expected is None:
-        expected = reference_outputs(model_content, quantized)
+        expected = reference_outputs(model_content, inputs)
         expected_by = "TFLite's reference kernels (tflite-micro not installed; may differ)"
     project = MicroProject(
         folder=folder,
@@ -139,7 +139,7 @@ def export_micro_project(
     project.source.write_text(_source(project, model_content))
     truth = list(true_classes[:count]) if true_classes is not None else [-1] * count
     (folder / "test_vectors.h").write_text(
-        _test_vectors(project, tensors, quantized, expected, truth, title)
+        _test_vectors(project, tensors, inputs, expected, truth, title)
     )
     write_host_files(project, tensors.input_dtype, title, tensors.output_dtype)
     return project
