@@ -226,9 +226,14 @@ def ctg_sheets(records=None, tail=None) -> dict:
 def hcv_zip(csv: bytes, member: str = "HCV-Egy-Data.csv") -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(member, csv)
-        zf.writestr("Discretization-Criteria.csv", "Feature Names,Feature Values\n")
+        for name, text in ((member, csv), ("Discretization-Criteria.csv", CRITERIA)):
+            # a fixed time: the same bytes in every test process (pytest-xdist compares them)
+            info = zipfile.ZipInfo(name, date_time=(2019, 1, 1, 0, 0, 0))
+            zf.writestr(info, text, compress_type=zipfile.ZIP_DEFLATED)
     return buffer.getvalue()
+
+
+CRITERIA = "Feature Names,Feature Values\n"
 
 
 def hcv_csv(rows=HCV_ROWS) -> bytes:  # CRLF, no line end after the last row, as UCI's
@@ -568,7 +573,13 @@ BAD_TEXT = [
 ]
 
 
-@pytest.mark.parametrize("name, filename, raw, message", BAD_TEXT)
+def case_ids(cases: list[tuple]) -> list[str]:
+    """Short test ids: the dataset, the file where there is one, and the case's place (the
+    raw bytes would make ids hundreds of characters long)."""
+    return ["-".join([*(str(part) for part in case[:-2]), str(i)]) for i, case in enumerate(cases)]
+
+
+@pytest.mark.parametrize("name, filename, raw, message", BAD_TEXT, ids=case_ids(BAD_TEXT))
 def test_malformed_text_files_name_file_and_line(tmp_path, name, filename, raw, message):
     write_dataset(tmp_path, name, **{filename: raw})
     with pytest.raises(DataError, match=message) as err:
@@ -663,7 +674,7 @@ BAD_XLS = [
 ]
 
 
-@pytest.mark.parametrize("name, raw, message", BAD_XLS)
+@pytest.mark.parametrize("name, raw, message", BAD_XLS, ids=case_ids(BAD_XLS))
 def test_malformed_workbooks_name_file_sheet_and_cell(tmp_path, name, raw, message):
     (filename,) = uci_tabular._SPECS[name].files
     write_dataset(tmp_path, name, **{filename: raw})
