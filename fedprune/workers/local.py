@@ -109,7 +109,7 @@ def worker_environment() -> dict[str, str]:
     """
     env = dict(os.environ)
     env.setdefault("TF_NUM_INTRAOP_THREADS", "1")
-    env.setdefault("TF_NUM_INTEROP_THREADS", str(len(os.sched_getaffinity(0)) or 1))
+    env.setdefault("TF_NUM_INTEROP_THREADS", str(usable_cpus()))
     return env
 
 
