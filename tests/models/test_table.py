@@ -17,7 +17,9 @@ def test_table_imports_without_tensorflow_quickly():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     seconds, tensorflow, numpy = out.stdout.split()
     assert (tensorflow, numpy) == ("False", "False")
-    assert float(seconds) < 0.25  # measured 9 ms; generous for a loaded machine
+    # measured 9 ms idle; importing TensorFlow takes ~20 s, so 2 s (200x idle) still tells
+    # the two apart on a loaded machine
+    assert float(seconds) < 2.0
 
 
 def test_unknown_model_lists_the_known_ones():
