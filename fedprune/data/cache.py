@@ -12,6 +12,14 @@ that fails is deleted and reported in one ``fedprune: note:`` line on stderr, an
 re-parses the source, which always holds the same information; so a bad entry costs one
 re-parse and is never an error. Entries are written to a unique temporary file and renamed
 into place, so concurrent runs (``--jobs``) never read or write half an entry.
+
+Only what this user wrote is trusted. The key is computable by anyone who can stat the
+source, so on a shared folder another local user could plant an entry (random windows, their
+text as the parse report). The folder is therefore used only if it is this user's and not
+writable by group or others (fedprune makes it 0700), and an entry only if it is a regular
+file (not a link) of this user, not writable by group or others: else one ``fedprune: note:``
+line says why and the source is parsed instead (a foreign entry in the user's own folder is
+deleted and rewritten; a foreign folder is not used at all, so nothing is cached there).
 """
 
 from __future__ import annotations
@@ -19,8 +27,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -111,16 +119,12 @@ def save(path: Path, data: WindowedDataset, note: str) -> None:
     problem = check_arrays(arrays, data.name)
     if problem is not None:
         raise ValueError(f"refusing to cache invalid {data.name} windows: {problem}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp.npz")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    if path.parent.exists() and untrusted(path.parent, folder=True):
+        return  # :func:`load` said so in its note; nothing is cached in another's folder
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    from fedprune.runs.files import write_npz  # runs imports data: not at module level
+
+    write_npz(path, arrays)
 
 
 def load(path: Path, name: str | None = None) -> tuple[WindowedDataset, str] | None:
@@ -133,7 +137,22 @@ def load(path: Path, name: str | None = None) -> tuple[WindowedDataset, str] | N
     here, on purpose: damaged zip and npy data surface as many exception types, and an entry
     is only ever a copy of what the source gives, so dropping it is always safe.
     """
-    if not path.exists():
+    folder_problem = untrusted(path.parent, folder=True) if path.parent.exists() else None
+    if folder_problem is not None:
+        if path.parent not in _NOTED_FOLDERS:
+            _NOTED_FOLDERS.add(path.parent)
+            print(
+                f"fedprune: note: not using the cache folder {path.parent}: it {folder_problem}, "
+                f"so another user could plant entries; set {ENV_CACHE_DIR} to a folder of "
+                "yours that only you can write",
+                file=sys.stderr,
+            )
+        return None
+    if not os.path.lexists(path):
+        return None
+    entry_problem = untrusted(path)
+    if entry_problem is not None:
+        _discard(path, f"it {entry_problem}; another user may have written it")
         return None
     try:
         loaded = np.load(path, allow_pickle=False)
@@ -158,15 +177,33 @@ def load(path: Path, name: str | None = None) -> tuple[WindowedDataset, str] | N
         return None
 
 
-def _discard(path: Path, err: BaseException) -> None:
-    reason = " ".join(str(err).split()) or type(err).__name__
+_NOTED_FOLDERS: set[Path] = set()  # a refused folder is noted once per process
+
+
+def untrusted(path: Path, folder: bool = False) -> str | None:
+    """Why the cache ``folder`` or entry at ``path`` may hold what another user wrote
+    (e.g. ``'belongs to uid 65534, not to you (uid 1000)'``), or ``None``. An entry is looked
+    at itself (a symbolic link is refused), a folder where it leads."""
+    info = os.stat(path) if folder else os.lstat(path)
+    kind = stat.S_ISDIR(info.st_mode) if folder else stat.S_ISREG(info.st_mode)
+    if not kind:
+        return "is not a folder" if folder else "is not a regular file"
+    if info.st_uid != os.getuid():
+        return f"belongs to uid {info.st_uid}, not to you (uid {os.getuid()})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"is writable by other users (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def _discard(path: Path, err: BaseException | str) -> None:
+    """Delete an entry that cannot be used, with one note (``err``: why; a text: an entry
+    that may be another user's, which is ignored rather than unreadable)."""
+    reason = err if isinstance(err, str) else " ".join(str(err).split()) or type(err).__name__
     if len(reason) > 200:
         reason = reason[:197] + "..."
     try:
         path.unlink(missing_ok=True)
     except OSError:
         pass  # rebuilding rewrites it; if that fails too, the registry says so
-    print(
-        f"fedprune: note: cache entry {path} was unreadable ({reason}); rebuilding it",
-        file=sys.stderr,
-    )
+    what = "was ignored" if isinstance(err, str) else "was unreadable"
+    print(f"fedprune: note: cache entry {path} {what} ({reason}); rebuilding it", file=sys.stderr)

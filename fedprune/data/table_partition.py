@@ -9,7 +9,7 @@
   (at most 100 times, then a ConfigError). Every object lands in exactly one client. The
   classes are used only here and in the evaluation, never by the algorithm.
 * ``authors`` -- the authors' 8 client splits as row indices
-  (``experiments/fedhire_author_splits.json``, copied from ``shared/fedhire``; its README:
+  (``fedprune/data/fedhire_author_splits.json``, copied from ``shared/fedhire``; its README:
   "They were matched value by value after the authors' preprocessing: every feature z-scored
   with the mean and the population standard deviation of the whole dataset"). Rows may repeat
   and not every row is used. For Statlog Vehicle the README drops "row 752 (the first line of
@@ -37,7 +37,7 @@ from fedprune.checks import check_choice, check_count, check_seed
 from fedprune.errors import ConfigError, DataError
 
 PARTITIONS = ("paper", "authors")
-AUTHOR_SPLITS = Path(__file__).resolve().parents[2] / "experiments" / "fedhire_author_splits.json"
+AUTHOR_SPLITS = Path(__file__).resolve().with_name("fedhire_author_splits.json")
 CODES = {
     "ecoli": "EC",
     "user_knowledge_modeling": "US",

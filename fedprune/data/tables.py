@@ -113,12 +113,13 @@ def read_table_npz(path: str | os.PathLike) -> ClientTable:
 
 
 def write_table_npz(table: ClientTable, path: str | os.PathLike) -> Path:
-    """Write ``table`` as an ``.npz`` file :func:`read_table_npz` reads back the same."""
+    """Write ``table`` as an ``.npz`` file :func:`read_table_npz` reads back the same
+    (atomically: :func:`fedprune.runs.files.write_npz`)."""
+    from fedprune.runs.files import write_npz  # runs imports data: not at module level
+
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp.npz")
     arrays = {"x": table.x, "client_id": table.client}
     if table.y is not None:
         arrays["y"] = table.y
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    write_npz(path, arrays)
     return path

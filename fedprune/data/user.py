@@ -335,16 +335,19 @@ def _integers(value: Any, key: str, n: int, where: str, unit: str = "window") ->
 def write_npz(data: WindowedDataset, path: str | os.PathLike) -> Path:
     """Write ``data`` as an ``.npz`` file :func:`read_npz` reads back the same (the windows
     in their order, which is the time order); returns the path. Written to a temporary name
-    first, so an interrupted write never leaves a partial file under ``path``."""
+    first, so an interrupted write (or a full disk) never leaves a partial file under
+    ``path``, nor the temporary one (:func:`fedprune.runs.files.write_npz`)."""
+    from fedprune.runs.files import write_npz as write_arrays  # runs imports data: not above
+
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(
-        tmp,
-        x=data.x,
-        y=data.y,
-        client_id=data.subject,
-        class_names=np.array(data.class_names),
-        channel_names=np.array(data.channel_names),
+    write_arrays(
+        path,
+        {
+            "x": data.x,
+            "y": data.y,
+            "client_id": data.subject,
+            "class_names": np.array(data.class_names),
+            "channel_names": np.array(data.channel_names),
+        },
     )
-    os.replace(tmp, path)
     return path

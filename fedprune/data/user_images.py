@@ -177,17 +177,18 @@ def read_images_npz(path: str | os.PathLike) -> ImageClients:
 
 
 def write_images_npz(images: ImageClients, path: str | os.PathLike) -> Path:
-    """Write ``images`` as an ``.npz`` file :func:`read_images_npz` reads back the same."""
+    """Write ``images`` as an ``.npz`` file :func:`read_images_npz` reads back the same
+    (atomically: :func:`fedprune.runs.files.write_npz`)."""
+    from fedprune.runs.files import write_npz  # runs imports data: not at module level
+
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp.npz")
     arrays = {
         "x": images.x, "y": images.y, "client_id": images.client, "proxy_x": images.proxy_x,
         "proxy_y": images.proxy_y, "class_names": np.array(images.class_names),
     }  # fmt: skip
     if images.group is not None:
         arrays["group"] = images.group
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    write_npz(path, arrays)
     return path
 
 

@@ -7,7 +7,7 @@ here, so S = 100 images per class and client instead of 500). Every (dataset, di
 seed) is an ordinary ``fedprune train fedcref`` run directory under ``<out>/runs/``,
 resumable, run by :mod:`fedprune.reproduce.runner`. Outputs: ``fedcref_table.md``,
 ``fedcref_table.csv`` (means and 95 % CIs over seeds next to the paper's means and CIs in
-``experiments/fedcref_paper.csv``, :mod:`fedprune.reproduce.intervals`) and
+``fedprune/reproduce/paper_values/fedcref_paper.csv``, :mod:`fedprune.reproduce.intervals`) and
 ``fedcref_iterations.png`` (per-iteration curves like the paper's Figure 8).
 """
 
@@ -25,7 +25,7 @@ from fedprune.runs import names
 from fedprune.runs.finished import finished_summary
 from fedprune.runs.run_dir import read_metrics
 
-PAPER_VALUES = Path(__file__).resolve().parents[2] / "experiments" / "fedcref_paper.csv"
+PAPER_VALUES = Path(__file__).resolve().parent / "paper_values" / "fedcref_paper.csv"
 DIRTINESS = (0.0, 0.3, 0.5)
 COMPARED = ("acc_final", "communities", "wrong_assoc_pct")  # with the paper's 95 % CI
 COLUMNS = (

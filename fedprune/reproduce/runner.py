@@ -27,6 +27,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from fedprune.errors import ConfigError, DataError
+from fedprune.interpreter import PYTHON
 from fedprune.reproduce.auto_jobs import AUTO, AutoJobs, Slots
 from fedprune.reproduce.shared_process import SharedProcess
 from fedprune.runs import names
@@ -44,7 +45,7 @@ class Job:
     target: Path
 
 
-_FEDPRUNE = (sys.executable, "-m", "fedprune.cli")
+_FEDPRUNE = (*PYTHON, "-m", "fedprune.cli")  # nothing imported from the current folder
 
 
 def train_command(method: str, target: Path, *args: str) -> tuple[str, ...]:

@@ -27,8 +27,9 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 from collections.abc import Sequence
+
+from fedprune.interpreter import PYTHON
 
 ANSWER = "code"
 SERVER = "fedprune.reproduce.command_server"  # run by name: the runner must not import it
@@ -39,7 +40,7 @@ class SharedProcess:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", SERVER],
+            [*PYTHON, "-m", SERVER],  # nothing imported from the current folder
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

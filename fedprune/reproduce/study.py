@@ -4,7 +4,7 @@ checked on our numbers, and the data files' sha256.
 
 The CA-AFP robustness studies (``fedprune reproduce score-ablation|phases|finetune|noniid``)
 are each a :class:`Study`: its points, how to read a run's ``summary.json``, the paper's
-values (``experiments/NAME_paper.csv``), its claims and its figure. Training goes through
+values (``fedprune/reproduce/paper_values/NAME_paper.csv``), its claims and its figure. Training goes through
 :mod:`fedprune.reproduce.runner`, so finished runs are kept and interrupted ones resume; a
 point shared by two parts of a study (same method and arguments) is trained once.
 
@@ -34,7 +34,8 @@ from fedprune.errors import ConfigError, DataError
 from fedprune.reproduce import runner
 from fedprune.runs.finished import is_finished, open_finished
 
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+# the papers' values (package data, so that the studies work from an installed wheel)
+PAPER_VALUES = Path(__file__).resolve().parent / "paper_values"
 Labels = tuple[tuple[str, str], ...]
 
 
@@ -88,7 +89,7 @@ class Study:
 
     ``measure(summary)`` turns one run's summary into rows: ``(extra labels, values)``,
     e.g. one row per fine-tuning epoch count. ``paper_columns`` maps a measured value to the
-    column of ``experiments/NAME_paper.csv`` that holds the paper's value, matched on the
+    column of ``fedprune/reproduce/paper_values/NAME_paper.csv`` that holds the paper's value, matched on the
     label columns. ``claims(rows)`` and ``plot(rows, path)`` work on the aggregated rows.
     """
 
@@ -109,11 +110,11 @@ class Study:
     # from the ``curve_columns`` of the runs' ``metrics.csv``
     curves: Callable[[list[Point], dict[Labels, dict[str, np.ndarray]], Path], None] | None = None
     curve_columns: tuple[str, ...] = ()
-    from_paper: bool = True  # False: fedprune's own study, no experiments/NAME_paper.csv
+    from_paper: bool = True  # False: fedprune's own study, no fedprune/reproduce/paper_values/NAME_paper.csv
 
     @property
     def paper_csv(self) -> Path:
-        return EXPERIMENTS / f"{self.name.replace('-', '_')}_paper.csv"
+        return PAPER_VALUES / f"{self.name.replace('-', '_')}_paper.csv"
 
     @property
     def file_stem(self) -> str:

@@ -6,7 +6,7 @@ fedprune versions, kept to measure the leak), trained by a ``fedprune train`` su
 a finished run is never recomputed and an interrupted one resumes from its last round, so the
 whole reproduction resumes after an interruption. The
 table aggregates the runs over seeds, one line per (method, dataset, fine-tuning epochs), next
-to the paper's values (``experiments/table2_paper.csv``), and a plot shows accuracy against
+to the paper's values (``fedprune/reproduce/paper_values/table2_paper.csv``), and a plot shows accuracy against
 communication.
 """
 
@@ -24,7 +24,7 @@ from fedprune.data import sources
 from fedprune.reproduce import runner
 from fedprune.runs.finished import finished_summary, open_finished
 
-PAPER_VALUES = Path(__file__).resolve().parents[2] / "experiments" / "table2_paper.csv"
+PAPER_VALUES = Path(__file__).resolve().parent / "paper_values" / "table2_paper.csv"
 DATASETS = ("wisdm", "uci_har")
 FT_EPOCHS = (3, 25)
 

@@ -42,7 +42,7 @@ def test_zscore_population():
 
 def test_author_splits_file_is_the_shared_copy():
     ours = partition.AUTHOR_SPLITS
-    assert ours == Path(__file__).resolve().parents[2] / "experiments/fedhire_author_splits.json"
+    assert ours == Path(__file__).resolve().parents[2] / "fedprune/data/fedhire_author_splits.json"
     table = json.loads(ours.read_text())
     assert set(table) == set(partition.CODES.values())
     rows = partition.author_rows("ecoli")
