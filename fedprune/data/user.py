@@ -9,9 +9,18 @@ the order given (or sorted by ``time`` within each client when a time index is g
 order is what "time-ordered" means for your data.
 
 Everything is checked on entry, each problem one :class:`~fedprune.errors.DataError` that
-says what to fix: non-finite values (with the first bad index), mismatched lengths, labels
-that are not integers in ``[0, classes)``, an empty list of class names, and clients with
-fewer windows than the split needs (``min_windows``).
+says what to fix and shows the offending value: non-finite values (with the first bad index),
+windows without a time step or a channel, mismatched lengths, labels that are not integers
+in ``[0, classes)``, client ids that are negative, fractional, or beyond int64 (a float
+beyond 2^53, where neighbouring integers share one float, counts as beyond: such ids would
+merge), ids that would turn into the same integer (``from_client_data``'s ``"01"`` and
+``"1"``), an empty list of class names, names that are not UTF-8 text, and clients with
+fewer windows than the split needs (``min_windows``). Client ids stay yours: nothing
+renumbers integer ids.
+
+Your data never takes on a built-in dataset's rules (WISDM's minimum of 10 windows per
+client): a file is named by its file name with its ``.npz`` (``wisdm.npz``, never
+``wisdm``), and ``name`` may not be a built-in dataset's name.
 
 The ``.npz`` file (``fedprune train caafp --dataset path/to/data.npz``) holds:
 
@@ -26,7 +35,9 @@ key            shape, type       meaning
 ``channel_names`` (C,) str       optional: one name per channel (default ``ch0``...)
 ============== ================= ==========================================================
 
-It is read with ``allow_pickle=False`` (no code runs from a data file); its SHA-256
+It is read by :func:`fedprune.data.npz.read_arrays` (no pickle, so no code runs from a data
+file; each array's declared shape checked against the bytes there and a 16 GiB cap before
+anything is allocated); its SHA-256
 (:func:`file_sha256`) goes into the run's configuration, so a run whose file changed is not
 resumed with other data.
 """
@@ -35,13 +46,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import zipfile
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedprune.data.npz import NpzProblem, read_arrays
 from fedprune.data.windows import WindowedDataset
 from fedprune.errors import DataError
 
@@ -49,6 +61,12 @@ MIN_WINDOWS = 2
 """The fewest windows a client may have: one to train on and one to test on."""
 
 NPZ_KEYS = ("x", "y", "client_id", "time", "class_names", "channel_names")
+BUILTIN_NAMES = ("uci_har", "wisdm")
+"""The built-in HAR datasets (:data:`fedprune.data.registry.DATASETS`), whose protocol rules
+key on the dataset's name: your data may not take one of these names."""
+LARGEST_ID = np.iinfo(np.int64).max
+EXACT_FLOAT = 2**53
+"""Whole numbers up to this are exact in a float64; beyond it, neighbours share a float."""
 
 
 def from_arrays(
@@ -87,6 +105,11 @@ def from_arrays(
         One line naming the problem and what to fix.
     """
     where = f"{source}: " if source else ""
+    if name in BUILTIN_NAMES:
+        raise DataError(
+            f"name {name!r} is a built-in dataset's, whose protocol rules would apply to your "
+            "data; give your data another name"
+        )
     x = _samples(
         x, ("windows", "time steps", "channels"), where, "reshape a single-channel series to "
         "(N, T, 1)"
@@ -95,8 +118,8 @@ def from_arrays(
     y = _integers(y, "y", n, where)
     client_ids = _integers(client_ids, "client_id", n, where)
     if class_names is None:
-        class_names = tuple(f"class{k}" for k in range(int(y.max()) + 1))
-    class_names = tuple(str(c) for c in class_names)
+        class_names = tuple(f"class{k}" for k in range(implied_classes(y, n, where)))
+    class_names = text_names(class_names, "class_names", where)
     if not class_names:
         raise DataError(f"{where}class_names is empty; give one name per class")
     if len(set(class_names)) != len(class_names):
@@ -110,7 +133,7 @@ def from_arrays(
         )
     if channel_names is None:
         channel_names = tuple(f"ch{c}" for c in range(x.shape[2]))
-    channel_names = tuple(str(c) for c in channel_names)
+    channel_names = text_names(channel_names, "channel_names", where)
     if len(channel_names) != x.shape[2]:
         raise DataError(
             f"{where}channel_names has {len(channel_names)} names for {x.shape[2]} channels"
@@ -195,23 +218,26 @@ def from_client_data(
     min_windows: int = MIN_WINDOWS,
 ) -> WindowedDataset:
     """A dataset from a ``tff.simulation.datasets.ClientData`` whose elements are mappings
-    with the window under ``x_key`` and its label under ``y_key``. Client ids that are not
-    integers are numbered 0, 1, ... in ``client_data.client_ids`` order."""
+    with the window under ``x_key`` and its label under ``y_key``. Client ids are read by
+    :func:`client_numbers`: integers written in ASCII digits keep their value, names
+    (``"alice"``) are numbered 0, 1, ... in ``client_data.client_ids`` order."""
     ids = list(client_data.client_ids)
-    numeric = all(str(i).lstrip("-").isdigit() for i in ids)
     clients = {}
-    for number, client in enumerate(ids):
+    for number, client in zip(client_numbers(ids), ids):
         elements = list(client_data.create_tf_dataset_for_client(client).as_numpy_iterator())
         if elements and not all(x_key in e and y_key in e for e in elements[:1]):
             raise DataError(
                 f"client {client}'s elements have keys {sorted(elements[0])}; pass x_key and "
                 "y_key naming the window and the label"
             )
+        shapes = {np.shape(e[x_key]) for e in elements}
+        if len(shapes) > 1:
+            raise DataError(f"client {client}'s windows differ in shape: {sorted(shapes)}")
         x = np.stack([e[x_key] for e in elements]) if elements else np.zeros((0,))
         y = np.array([e[y_key] for e in elements])
         if x.ndim == 2:  # a single-channel series per element
             x = x[..., None]
-        clients[int(client) if numeric else number] = (x, y)
+        clients[number] = (x, y)
     return from_clients(
         clients,
         class_names=class_names,
@@ -219,6 +245,96 @@ def from_client_data(
         name=name,
         min_windows=min_windows,
     )
+
+
+def client_numbers(ids: Sequence[Any]) -> list[int]:
+    """The integer of each client id of a ``ClientData`` (strings), in order.
+
+    Ids that are all whole numbers written in ASCII digits (``"7"``, ``"0042"``) keep their
+    value; ids that are all names (``"alice"``, ``"user_3"``) are numbered 0, 1, ... in the
+    order given. Refused, each one :class:`DataError` naming the id: a negative id, one
+    beyond int64, two ids of the same value (``"01"`` and ``"1"``, ``"-0"`` and ``"0"``),
+    an id that reads as a number but not in ASCII digits (``"١"``, ``"²"``, ``"--1"``,
+    ``"1e3"``, ``"1.5"``), and numbers mixed with names (which to renumber is not clear).
+    """
+    texts = [str(i) for i in ids]
+    if len(set(texts)) != len(texts):
+        twice = next(t for t in texts if texts.count(t) > 1)
+        raise DataError(f"client id {twice!r} appears twice in client_ids")
+    decimal = [re.fullmatch(r"-?[0-9]+", t) is not None for t in texts]
+    if not all(decimal):
+        odd = next((t for t, d in zip(texts, decimal) if not d and _number_like(t)), None)
+        if odd is not None:
+            raise DataError(
+                f"client id {odd!r} reads as a number but is not a whole number in ASCII "
+                "digits 0-9; write it as one (e.g. '1'), or name every client with a "
+                "non-numeric name"
+            )
+        if any(decimal):
+            first = texts[decimal.index(True)]
+            raise DataError(
+                f"client ids mix numbers ({first!r}) and names "
+                f"({texts[decimal.index(False)]!r}); use numbers for every client or names "
+                "for every client"
+            )
+        return list(range(len(texts)))
+    numbers, seen = [], {}
+    for text in texts:
+        value = int(text)
+        if value < 0:
+            raise DataError(f"client id {text!r} is negative; client ids are 0, 1, 2, ...")
+        if value > LARGEST_ID:
+            raise DataError(
+                f"client id {text!r} is beyond the largest client id {LARGEST_ID} (int64)"
+            )
+        if value in seen:
+            raise DataError(
+                f"client ids {seen[value]!r} and {text!r} are both client {value}; give "
+                "each client its own number"
+            )
+        seen[value] = text
+        numbers.append(value)
+    return numbers
+
+
+def _number_like(text: str) -> bool:
+    """Whether ``text`` reads as a number to Python or holds only digits and signs."""
+    try:
+        float(text)
+        return True
+    except ValueError:
+        stripped = text.strip()
+        return bool(stripped) and all(c.isnumeric() or c in "+-." for c in stripped)
+
+
+def text_names(values: Any, key: str, where: str) -> tuple[str, ...]:  # noqa: ANN401
+    """Names as text: ``bytes`` decoded as UTF-8 (else one DataError naming the entry),
+    anything else as ``str``."""
+    names = []
+    for i, value in enumerate(values):
+        if isinstance(value, bytes | np.bytes_):
+            try:
+                value = bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(
+                    f"{where}{key}[{i}] = {bytes(value)!r} is not UTF-8 text; write the names "
+                    "as str (numpy 'U' arrays) or UTF-8 bytes"
+                ) from None
+        names.append(str(value))
+    return tuple(names)
+
+
+def implied_classes(y: np.ndarray, rows: int, where: str, key: str = "y") -> int:
+    """``max(y) + 1``, the number of classes labels ``y`` imply without class names, which
+    may not exceed the ``rows`` labelled (a label of 10^12 would make 10^12 names)."""
+    classes = int(y.max()) + 1
+    if classes > rows:
+        at = int(np.argmax(y))
+        raise DataError(
+            f"{where}{key}[{at}] = {y[at]} implies {classes} classes (0..{classes - 1}) for "
+            f"{rows} labels; number the classes 0..K-1, or give class_names"
+        )
+    return classes
 
 
 def load_archive(
@@ -232,9 +348,8 @@ def load_archive(
     if not path.is_file():
         raise DataError(f"--dataset {path}: no such file; give the path of your .npz file")
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        arrays = read_arrays(path)
+    except (OSError, NpzProblem) as err:
         reason = " ".join(str(err).split()) or type(err).__name__
         raise DataError(
             f"--dataset {path} is not a readable .npz archive ({reason}); write it with "
@@ -249,16 +364,17 @@ def load_archive(
 
 
 def read_npz(path: str | os.PathLike, min_windows: int = MIN_WINDOWS) -> WindowedDataset:
-    """The dataset in an ``.npz`` file with the keys of the module docstring."""
+    """The dataset in an ``.npz`` file with the keys of the module docstring, named by its
+    file name (``mine.npz``: never a built-in dataset's name, whose rules would apply)."""
     path = Path(path)
     arrays = load_archive(path, NPZ_KEYS[:3], NPZ_KEYS[3:])
-    names = {key: _names(arrays, key, path) for key in ("class_names", "channel_names")}
+    names = {key: file_names(arrays, key, path) for key in ("class_names", "channel_names")}
     return from_arrays(
         arrays["x"],
         arrays["y"],
         arrays["client_id"],
         time=arrays.get("time"),
-        name=path.stem,
+        name=path.name,
         min_windows=min_windows,
         source=str(path),
         **names,
@@ -280,13 +396,15 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def _names(arrays: Mapping[str, np.ndarray], key: str, path: Path) -> tuple[str, ...] | None:
+def file_names(arrays: Mapping[str, np.ndarray], key: str, path: Path) -> tuple[str, ...] | None:
+    """The names under ``key`` of an archive's ``arrays`` (``None`` when absent): a 1-D array
+    of text, ``bytes`` decoded as UTF-8 (:func:`text_names`)."""
     if key not in arrays:
         return None
     value = arrays[key]
     if value.ndim != 1 or value.dtype.kind not in "US":
         raise DataError(f"--dataset {path}: {key} must be a 1-D array of strings")
-    return tuple(v.decode() if isinstance(v, bytes) else str(v) for v in value)
+    return text_names(value, key, f"--dataset {path}: ")
 
 
 def _samples(value: Any, axes: Sequence[str], where: str, hint: str = "") -> np.ndarray:  # noqa: ANN401
@@ -298,6 +416,12 @@ def _samples(value: Any, axes: Sequence[str], where: str, hint: str = "") -> np.
         raise DataError(f"{where}x must have shape ({', '.join(axes)}), got {x.shape}{fix}")
     if len(x) == 0:
         raise DataError(f"{where}x holds no {axes[0]}")
+    empty = [axis for axis, size in zip(axes[1:], x.shape[1:]) if size == 0]
+    if empty:
+        raise DataError(
+            f"{where}x has shape {x.shape}: no {empty[0]}; each of the {axes[0]} needs at "
+            f"least one of each of {', '.join(axes[1:])}"
+        )
     _finite(x, "x", where)
     return x
 
@@ -321,14 +445,43 @@ def _finite(array: np.ndarray, key: str, where: str) -> None:
         )
 
 
-def _integers(value: Any, key: str, n: int, where: str, unit: str = "window") -> np.ndarray:  # noqa: ANN401
+def _integers(
+    value: Any,  # noqa: ANN401
+    key: str,
+    n: int,
+    where: str,
+    unit: str = "window",
+    negative: bool = False,
+) -> np.ndarray:
+    """``value`` as ``n`` int64 whole numbers, ``>= 0`` unless ``negative``; a fraction, a
+    value beyond int64 (a float beyond 2^53: neighbouring ids would share it) or a negative
+    one is one DataError naming its index and value. Nothing wraps or rounds."""
     array = _numbers(value, key, where)
     if array.shape != (n,):
         raise DataError(f"{where}{key} must have one value per {unit} ({n}), got {array.shape}")
+    bad, problem = None, ""
     if array.dtype.kind == "f":
         _finite(array, key, where)
-        if not np.all(array == np.round(array)):
-            raise DataError(f"{where}{key} must hold whole numbers")
+        fraction = np.flatnonzero(array != np.round(array))
+        large = np.flatnonzero(np.abs(array) > EXACT_FLOAT)
+        if len(fraction):
+            bad, problem = fraction[0], "is not a whole number"
+        elif len(large):
+            bad, problem = large[0], f"is beyond 2^53, where a float holds no exact whole number"
+    elif array.dtype.kind == "u":
+        large = np.flatnonzero(array > LARGEST_ID)
+        if len(large):
+            bad, problem = large[0], f"is beyond the largest int64 ({LARGEST_ID})"
+    if bad is None and not negative:
+        below = np.flatnonzero(array < 0)
+        if len(below):
+            bad, problem = below[0], "is negative"
+    if bad is not None:
+        allowed = "whole numbers" if negative else "whole numbers 0, 1, 2, ..."
+        raise DataError(
+            f"{where}{key}[{bad}] = {array[bad]!r} {problem}; {key} must hold {allowed} "
+            "(stored as integers)"
+        )
     return array.astype(np.int64)
 
 

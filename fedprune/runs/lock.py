@@ -39,18 +39,27 @@ class FolderInUse(ConfigError):
 class FolderLock:
     """``with FolderLock(path, option="--out"):`` the folder is this process's until the block
     ends. ``name`` picks the lock file (one folder can hold several independently locked
-    things, e.g. the reports of two studies in one ``--out``)."""
+    things, e.g. the reports of two studies in one ``--out``). ``mode``: of ``path`` where
+    the lock has to make it (0700 for a run directory, which holds a copy of the user's data;
+    missing folders above it get the usual mode)."""
 
-    def __init__(self, path: str | os.PathLike, option: str = "--out", name: str = LOCK_FILE):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        option: str = "--out",
+        name: str = LOCK_FILE,
+        mode: int = 0o777,
+    ):
         self.path = Path(path)
         self.option = option
         self.file = self.path / name
+        self.mode = mode
         self._fd: int | None = None
         self._made: list[Path] = []
 
     # --- taking and releasing ------------------------------------------------------------
     def acquire(self) -> None:
-        self._made = _make_folders(self.path)
+        self._made = _make_folders(self.path, self.mode)
         try:
             self._fd = self._take()
         except BaseException:
@@ -147,9 +156,9 @@ def _read_pid(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _make_folders(path: Path) -> list[Path]:
-    """Create ``path`` and its missing parents; returns those this call created, top first
-    (a folder another process made meanwhile is not ours)."""
+def _make_folders(path: Path, mode: int = 0o777) -> list[Path]:
+    """Create ``path`` (with ``mode``, less the umask) and its missing parents; returns those
+    this call created, top first (a folder another process made meanwhile is not ours)."""
     missing = []
     current = path
     while not current.exists() and not current.is_symlink():
@@ -160,7 +169,7 @@ def _make_folders(path: Path) -> list[Path]:
     made = []
     for folder in reversed(missing):
         try:
-            folder.mkdir()
+            folder.mkdir(mode=mode if folder == path else 0o777)
         except FileExistsError:
             continue
         made.append(folder)

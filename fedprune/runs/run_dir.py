@@ -23,9 +23,19 @@ import numpy as np
 
 from fedprune.errors import ConfigError, DataError
 from fedprune.runs.events import EventLog
-from fedprune.runs.files import non_finite_place, read_json_object, write_json
+from fedprune.runs.files import (
+    atomic_file,
+    non_finite_place,
+    read_json_object,
+    write_json,
+    write_npz,
+)
 from fedprune.runs.lock import FolderLock
 from fedprune.runs.names import CHECKPOINT, CONFIG, METRICS, STARTED, SUMMARY, WORKER_LOGS
+
+RUN_DIR_MODE = 0o700
+"""A run directory fedprune makes is its user's alone: it may hold a copy of their data
+(``dataset.npz``) and models trained on it. A folder that already exists keeps its mode."""
 
 
 def check_out_dir(path: str | os.PathLike) -> Path:
@@ -58,7 +68,7 @@ def owned_run_dir(path: str | os.PathLike, option: str = "--out") -> Iterator[Pa
     """``path`` as this process's run directory for the block: its lock taken (a second
     process is refused before it touches anything, :mod:`fedprune.runs.lock`), and what the
     block made undone if it fails before its first round (:func:`removed_unless_started`)."""
-    with FolderLock(path, option), removed_unless_started(path):
+    with FolderLock(path, option, mode=RUN_DIR_MODE), removed_unless_started(path):
         yield Path(path)
 
 
@@ -117,7 +127,7 @@ class RunDir:
         self.config = dict(config)
         self.events = EventLog(self.path)
         check_out_dir(self.path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
         old = recorded_config(self.path)
         if old is not None:
             new = json.loads(json.dumps(self.config))  # tuples as lists, as in the file
@@ -166,9 +176,7 @@ class RunDir:
                 flat[f"{name}__{i}"] = np.asarray(a)
         for name, value in (scalars or {}).items():
             flat[f"scalar__{name}"] = np.array(value)
-        tmp = self.path / (CHECKPOINT + ".tmp.npz")
-        np.savez(tmp, **flat)
-        os.replace(tmp, self.path / CHECKPOINT)
+        write_npz(self.path / CHECKPOINT, flat)
 
     def load_checkpoint(
         self, total: int | None = None, total_option: str = "--rounds"
@@ -296,11 +304,10 @@ class RunDir:
         if not rows:
             path.unlink(missing_ok=True)
             return
-        with open(path.with_name(METRICS + ".tmp"), "w", newline="") as f:
+        with atomic_file(path, text=True) as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(path.with_name(METRICS + ".tmp"), path)
 
     def append_metrics(self, row: Mapping) -> None:
         """Append one round's row. A run directory written by an older version may have fewer
@@ -314,11 +321,10 @@ class RunDir:
         if added:
             rows = self.metrics_rows()
             header = header + added
-            with open(path.with_name(METRICS + ".tmp"), "w", newline="") as f:
+            with atomic_file(path, text=True) as f:
                 writer = csv.DictWriter(f, fieldnames=header, restval="")
                 writer.writeheader()
                 writer.writerows(rows)
-            os.replace(path.with_name(METRICS + ".tmp"), path)
         with open(path, "a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=header, restval="")
             if not existing:

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fedprune.errors import FedpruneError
+from fedprune.interpreter import PYTHON
 
 UNSAFE_OPTION = "--unsafe-open-workers"
 SANDBOX_FIX = (
@@ -518,7 +519,8 @@ class WorkerProcess:
         return subprocess.Popen(
             [
                 *("unshare", "--user", "--map-root-user", "--net"),
-                *(sys.executable, "-m", "fedprune.workers.sandbox"),
+                *PYTHON,
+                *("-m", "fedprune.workers.sandbox"),  # nothing from the cwd
                 *("--socket", str(sock), "--parent-pid", str(os.getpid())),
                 *("--timeout", str(timeout), "--", *worker),
             ],
