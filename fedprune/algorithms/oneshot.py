@@ -14,6 +14,7 @@ import numpy as np
 
 from fedprune.configs.pipeline import PipelineConfig
 from fedprune.sparsity import masks as M
+from fedprune.sparsity.structured import StructuredMasks
 
 Score = Callable[
     [list[np.ndarray], list[np.ndarray], dict[str, list[np.ndarray]]], list[np.ndarray]
@@ -22,12 +23,15 @@ Score = Callable[
 
 @dataclasses.dataclass(frozen=True)
 class PruneOnce:
-    """Prune to ``target`` by ``score(broadcast, aggregated, stats)`` after round 1."""
+    """Prune to ``target`` by ``score(broadcast, aggregated, stats)`` after round 1;
+    ``structured``: whole filters and units by their weights' mean score (``--structure
+    filters``, :mod:`fedprune.sparsity.structured`)."""
 
     score: Score
     target: float
     block: int = 1
     budget: str = "global"
+    structured: StructuredMasks | None = None
 
     @classmethod
     def from_config(cls, config: PipelineConfig, score: Score) -> PruneOnce:
@@ -46,4 +50,6 @@ class PruneOnce:
         stats: dict[str, list[np.ndarray]],
     ) -> list[np.ndarray]:
         scores = self.score(broadcast, aggregated, stats)
+        if self.structured is not None:
+            return self.structured.prune_to(masks, scores, self.target)
         return M.prune_to(masks, scores, self.target, self.block, self.budget)

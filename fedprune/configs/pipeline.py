@@ -47,6 +47,8 @@ PAPER_SCORE_WEIGHTS = {"uci_har": (0.5, 0.25, 0.25), "wisdm": (0.25, 0.25, 0.5)}
 
 # fedprune.sparsity.masks.BUDGETS (not imported: it loads numpy; tests/configs check they agree)
 BUDGETS = ("global", "layerwise")
+# fedprune.sparsity.structured.STRUCTURES (not imported: it loads numpy; tests agree)
+STRUCTURES = ("weights", "filters")
 
 MODEL = "har_cnn"  # the table model the pipeline methods train (fedprune.models.table)
 
@@ -98,6 +100,7 @@ class PipelineConfig(SettledByRunDir, Config):
     # options added later, with the value a run directory made before each existed used
     ADDED_LATER: ClassVar[Mapping] = {
         "budget": "global",
+        "structure": "weights",
         "prune_layers": None,
         "eval_every": 5,
         "max_clusters": 8,
@@ -165,6 +168,16 @@ class PipelineConfig(SettledByRunDir, Config):
         "layerwise = every kernel pruned to the target on its own (our extension, for export "
         "size)",
         rule=one_of(BUDGETS),
+    )
+    structure: str = param(
+        "weights",
+        help="what a mask removes: weights = single weights (the paper); filters = whole "
+        "convolution filters and dense units with the next layer's inputs that read them, the "
+        "classifier's outputs kept, so that edge-export builds a smaller model; the sparsity "
+        "targets then count units, scored by the mean of their weights' scores (our extension, "
+        "docs/caafp.md)",
+        rule=one_of(STRUCTURES),
+        group="pruning",
     )
     prune_layers: tuple[str, ...] | None = param(
         None,
@@ -312,6 +325,24 @@ class PipelineConfig(SettledByRunDir, Config):
             )
         if t2 > 0:
             self.schedule()  # checks the sparsity parameters against T2
+        if self.structure != "weights":
+            self._check_structure()
+
+    def _check_structure(self) -> None:
+        """``--structure filters`` needs masked rounds and a method with a mask policy, and
+        takes no ``--block`` (a unit is a whole filter): one ConfigError line."""
+        if self.POLICY is None or self.phases[2] == 0:
+            t0, t1, t2 = self.phases
+            raise ConfigError(
+                f"--structure {self.structure}: {self.method} with --phases {t0},{t1},{t2} "
+                "trains no masked rounds (T2 = 0 or a dense method), so nothing is pruned; "
+                "give --phases with T2 > 0 or leave --structure out"
+            )
+        if self.block != 1:
+            raise ConfigError(
+                f"--structure {self.structure} removes whole filters and units, --block "
+                f"{self.block} blocks of weights: give one of them"
+            )
 
     def _check_recluster(self) -> None:
         """``--recluster split-merge`` needs clusters to split or merge (K >= 2 or auto),

@@ -31,6 +31,10 @@ Interpretations (the paper is silent or inconsistent; all configurable):
   hair under ``start_sparsity``: with blocks, and per weight when the count rounds down, as
   70 % of WISDM's 124,032 kernel weights does; later scoring rounds are schedule steps
   regardless — before this was keyed to round 1, such runs re-pruned at every scoring round).
+* ``structure="filters"`` (``--structure filters``, our extension): the same scores and
+  schedule on whole filters and units (:mod:`fedprune.sparsity.structured`; the pipeline
+  sets ``structured``): a unit scores the mean of its weights' Eq. 8 scores, and the start
+  and target sparsities, N_active and N_total count units.
 * lambda (``prox``) is not given in the paper; default 1e-3. Scoring weights default to the
   paper's per dataset: UCI-HAR (0.5, 0.25, 0.25), WISDM (0.25, 0.25, 0.5).
 """
@@ -45,19 +49,22 @@ from fedprune.configs.pipeline import PipelineConfig
 from fedprune.sparsity import masks as M
 from fedprune.sparsity.schedule import PruneHealSchedule
 from fedprune.sparsity.scores import importance
+from fedprune.sparsity.structured import StructuredMasks
 
 
 @dataclasses.dataclass(frozen=True)
 class PruneAndHeal:
     """CA-AFP's mask policy: the prune-and-heal ``schedule`` (its ``rounds`` = T2), the start
     sparsity reached after Phase-3 round 1, the score weights (alpha, beta, gamma) of Eq. 8,
-    the mask unit (``block``) and the budget."""
+    the mask unit (``block``) and the budget; ``structured``: whole filters and units instead
+    (``--structure filters``)."""
 
     schedule: PruneHealSchedule
     start_sparsity: float
     weights: tuple[float, float, float]
     block: int = 1
     budget: str = "global"
+    structured: StructuredMasks | None = None
 
     @classmethod
     def from_config(cls, config: PipelineConfig) -> PruneAndHeal:
@@ -82,8 +89,13 @@ class PruneAndHeal:
         stats: dict[str, list[np.ndarray]],
     ) -> list[np.ndarray]:
         scores = importance(aggregated, stats["w"], stats["w2"], stats["grad_sign"], *self.weights)
+        whole = self.structured
+        if t == 1 and self.start_sparsity > 0 and whole is not None:
+            return whole.prune_to(masks, scores, self.start_sparsity)
         if t == 1 and self.start_sparsity > 0:
             return M.prune_to(masks, scores, self.start_sparsity, self.block, self.budget)
+        if whole is not None:
+            return whole.heal(self.schedule, t, masks, scores, stats["grad"])
         regrow = [np.abs(g) for g in stats["grad"]]
         if self.budget == "layerwise":
             steps = [self.schedule.step(t, m.size, int(m.sum())) for m in masks]

@@ -25,7 +25,7 @@ from fedprune.algorithms.pipeline.phases import (
     fedavg_round,
     recluster_step,
 )
-from fedprune.algorithms.pipeline.policy import MaskPolicy
+from fedprune.algorithms.pipeline.policy import MaskPolicy, with_structure
 from fedprune.algorithms.pipeline.recluster import ReclusterRule
 from fedprune.algorithms.pipeline.scope import check_block, check_layerwise, kernel_layer_names
 from fedprune.algorithms.pipeline.state import PipelineState, saved_clusters
@@ -46,6 +46,7 @@ from fedprune.runs import RunDir, artefacts, names
 from fedprune.runs.files import RETRAIN
 from fedprune.runs.finished import FinishedRun
 from fedprune.sparsity import masks as M
+from fedprune.sparsity import structured as S
 from fedprune.sparsity.layers import (
     dense_layers,
     kernel_flags,
@@ -92,7 +93,11 @@ def run_pipeline(
     flags = prunable_mask_flags(model)  # every prunable kernel
     scope = scope_flags(model, config.prune_layers)  # those the policy prunes
     check_block(model, scope, config.block)
-    if t2 > 0:
+    graph = None
+    if config.structure == "filters":  # whole filters and units (fedprune.sparsity.structured)
+        graph = S.unit_graph(model, scope)
+        policy = with_structure(policy, config.method, S.StructuredMasks(graph, config.budget))
+    elif t2 > 0:
         sparsity = max(config.start_sparsity, config.target_sparsity)
         check_layerwise(model, scope, config.budget, config.block, sparsity)
     check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
@@ -239,6 +244,11 @@ def run_pipeline(
             str(c): {n: M.sparsity([k]) for n, k in zip(kernel_names, m)}
             for c, m in kernel_masks.items()
         },
+        **(
+            {}
+            if graph is None
+            else S.summary(graph, {c: select(m, scope) for c, m in state.cluster_m.items()})
+        ),
         **accounts.summary(),
         "wall_s": result.clock.seconds(),
         "finetune": tuned.summary,

@@ -7,11 +7,14 @@ kernel masks are after such a round. :func:`update_masks` hands it only the kern
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 import numpy as np
 
+from fedprune.errors import ConfigError
 from fedprune.sparsity.layers import merge, select
+from fedprune.sparsity.structured import StructuredMasks
 
 
 class MaskPolicy(Protocol):
@@ -31,6 +34,21 @@ class MaskPolicy(Protocol):
         """New kernel masks after scoring round ``t``. All lists hold prunable kernels only:
         ``broadcast`` the round's starting model, ``aggregated`` its result, ``stats`` the
         federated means ``w``, ``w2``, ``grad_sign``, ``grad``."""
+
+
+def with_structure(policy: MaskPolicy, method: str, structured: StructuredMasks) -> MaskPolicy:
+    """``policy`` removing whole filters and units (``--structure filters``): a policy
+    dataclass with a ``structured`` field (CA-AFP's prune-and-heal, the prune-once baselines)
+    takes ``structured``; any other is one ConfigError line."""
+    takes = dataclasses.is_dataclass(policy) and any(
+        f.name == "structured" for f in dataclasses.fields(policy)
+    )
+    if not takes:
+        raise ConfigError(
+            f"--structure filters: {method}'s mask policy ({type(policy).__name__}) prunes "
+            "single weights only; leave --structure out"
+        )
+    return dataclasses.replace(policy, structured=structured)
 
 
 def update_masks(
