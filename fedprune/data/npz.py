@@ -129,8 +129,5 @@ def _size(n: int) -> str:
     """``n`` bytes in words: ``'512 bytes'``, ``'3.2 MiB'``, ``'16.0 GiB'``."""
     if n < 1024:
         return f"{n} bytes"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024:
-            break
-    return f"{n:.1f} {unit}"
+    power = min(int(math.log(n, 1024)), 4)
+    return f"{n / 1024**power:.1f} {('KiB', 'MiB', 'GiB', 'TiB')[power - 1]}"

@@ -13,7 +13,9 @@ with ``allow_pickle=False``, and its SHA-256 is recorded in the run's configurat
 
 Checked on entry, each a :class:`~fedprune.errors.DataError` that says what to fix: a table
 that is not 2-D, non-finite values, mismatched lengths, negative or fractional classes or
-client ids, and clients with fewer than 2 objects.
+client ids, ids or classes beyond int64 (floats beyond 2^53), objects without a feature,
+and clients with fewer than 2 objects (:func:`fedprune.data.user.from_arrays` checks ids and
+classes the same way, with the offending value).
 """
 
 from __future__ import annotations
@@ -89,9 +91,6 @@ def from_table(
     client = _integers(client_ids, "client_id", n, where, "object")
     if y is not None:
         y = _integers(y, "y", n, where, "object")
-        if (y < 0).any():
-            bad = int(np.flatnonzero(y < 0)[0])
-            raise DataError(f"{where}y[{bad}] = {y[bad]} is negative; classes are 0, 1, 2, ...")
     ids, counts = np.unique(client, return_counts=True)
     small = ids[counts < MIN_OBJECTS]
     if len(small):

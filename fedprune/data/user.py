@@ -115,7 +115,7 @@ def from_arrays(
         "(N, T, 1)"
     )  # fmt: skip
     n = len(x)
-    y = _integers(y, "y", n, where)
+    y = _integers(y, "y", n, where, negative=True)  # the class range check follows
     client_ids = _integers(client_ids, "client_id", n, where)
     if class_names is None:
         class_names = tuple(f"class{k}" for k in range(implied_classes(y, n, where)))
@@ -185,6 +185,7 @@ def from_clients(
         raise DataError("no clients given; pass {client id: (x, y)} with at least one client")
     xs, ys, ids = [], [], []
     for client, pair in clients.items():
+        _check_client_key(client)
         if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise DataError(f"client {client}: expected a pair (x, y)")
         x, y = np.asarray(pair[0]), np.asarray(pair[1])
@@ -205,6 +206,19 @@ def from_clients(
         name=name,
         min_windows=min_windows,
     )
+
+
+def _check_client_key(client: Any) -> None:  # noqa: ANN401
+    """A key of :func:`from_clients` is a whole number in ``[0, 2^63)`` (a float: at most
+    2^53, beyond which neighbouring ids share one float)."""
+    whole = isinstance(client, int | np.integer) and not isinstance(client, bool | np.bool_)
+    if isinstance(client, float | np.floating) and np.isfinite(client):
+        whole = float(client).is_integer() and abs(client) <= EXACT_FLOAT
+    if not whole or not 0 <= int(client) <= LARGEST_ID:
+        raise DataError(
+            f"client id {client!r} is not a whole number in 0..{LARGEST_ID}; key the clients "
+            "by their integer ids"
+        )
 
 
 def from_client_data(
@@ -467,7 +481,7 @@ def _integers(
         if len(fraction):
             bad, problem = fraction[0], "is not a whole number"
         elif len(large):
-            bad, problem = large[0], f"is beyond 2^53, where a float holds no exact whole number"
+            bad, problem = large[0], "is beyond 2^53, where a float holds no exact whole number"
     elif array.dtype.kind == "u":
         large = np.flatnonzero(array > LARGEST_ID)
         if len(large):

@@ -26,7 +26,16 @@ import numpy as np
 
 from fedprune.data.partition import ClientData, FederatedData, time_ordered_split
 from fedprune.data.rotated_partition import RotatedFederatedData
-from fedprune.data.user import _finite, _integers, _numbers, _samples, load_archive
+from fedprune.data.user import (
+    _finite,
+    _integers,
+    _numbers,
+    _samples,
+    file_names,
+    implied_classes,
+    load_archive,
+    text_names,
+)
 from fedprune.errors import DataError
 
 MIN_IMAGES = 2
@@ -94,17 +103,20 @@ def from_images(
         x, ("images", "height", "width", "channels"), where,
         "add a channel axis to grey images (x[..., None])",
     )  # fmt: skip
-    y = _integers(y, "y", len(x), where, "image")
+    y = _integers(y, "y", len(x), where, "image", negative=True)  # classes checked below
     client = _integers(client_ids, "client_id", len(x), where, "image")
     proxy_x = _numbers(proxy[0], "proxy_x", where)
-    if proxy_x.shape[1:] != x.shape[1:] or len(proxy_x) == 0:
+    if proxy_x.shape[1:] != x.shape[1:] or len(proxy_x) == 0 or proxy_x.ndim != x.ndim:
         raise DataError(
             f"{where}proxy_x must hold images shaped like x's {x.shape[1:]}, got {proxy_x.shape}"
         )
     _finite(proxy_x.astype(np.float32), "proxy_x", where)
-    proxy_y = _integers(proxy[1], "proxy_y", len(proxy_x), where, "proxy image")
-    classes = int(max(y.max(), proxy_y.max())) + 1
-    names = tuple(class_names) if class_names is not None else tuple(map(str, range(classes)))
+    proxy_y = _integers(proxy[1], "proxy_y", len(proxy_x), where, "proxy image", negative=True)
+    if class_names is None:
+        labels = np.concatenate([y, proxy_y])
+        names = tuple(map(str, range(implied_classes(labels, len(labels), where, "y/proxy_y"))))
+    else:
+        names = text_names(class_names, "class_names", where)
     for key, labels in (("y", y), ("proxy_y", proxy_y)):
         bad = np.flatnonzero((labels < 0) | (labels >= len(names)))
         if len(bad):
@@ -122,7 +134,7 @@ def from_images(
         )
     group = None
     if groups is not None:
-        group = _integers(groups, "group", len(ids), where, "client")
+        group = _integers(groups, "group", len(ids), where, "client", negative=True)
     return ImageClients(
         name, x.astype(np.float32), y, client, proxy_x.astype(np.float32), proxy_y, names, group
     )
@@ -167,12 +179,10 @@ def read_images_npz(path: str | os.PathLike) -> ImageClients:
     """The images in an ``.npz`` file with the keys of the module docstring."""
     path = Path(path)
     arrays = load_archive(path, REQUIRED, OPTIONAL)
-    names = arrays.get("class_names")
     return from_images(
         arrays["x"], arrays["y"], arrays["client_id"],
         proxy=(arrays["proxy_x"], arrays["proxy_y"]), groups=arrays.get("group"),
-        class_names=None if names is None else [str(n) for n in names], name=path.stem,
-        source=str(path),
+        class_names=file_names(arrays, "class_names", path), name=path.name, source=str(path),
     )  # fmt: skip
 
 

@@ -59,7 +59,7 @@ def test_mapping_and_npz_and_client_data_give_the_same_dataset(tmp_path):
     path = tmp_path / "mine.npz"
     np.savez(path, x=x, y=y, client_id=ids, class_names=np.array(["sit", "walk"]))
     from_file = user.read_npz(path)
-    assert from_file.class_names == ("sit", "walk") and from_file.name == "mine"
+    assert from_file.class_names == ("sit", "walk") and from_file.name == "mine.npz"
     for other in (from_mapping, from_file):
         np.testing.assert_array_equal(other.x, expected.x)
         np.testing.assert_array_equal(other.y, expected.y)
