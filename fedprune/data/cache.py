@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedprune.data.npz import read_arrays
 from fedprune.data.windows import WindowedDataset
 
 ENV_CACHE_DIR = "FEDPRUNE_CACHE_DIR"
@@ -155,11 +156,8 @@ def load(path: Path, name: str | None = None) -> tuple[WindowedDataset, str] | N
         _discard(path, f"it {entry_problem}; another user may have written it")
         return None
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise ValueError("not an .npz archive")
-        with loaded as z:
-            arrays = {k: z[k] for k in KEYS if k in z.files}
+        z = read_arrays(path)  # the one npz reader: shapes checked before allocating
+        arrays = {k: z[k] for k in KEYS if k in z}
         problem = check_arrays(arrays, name)
         if problem is not None:
             raise ValueError(problem)

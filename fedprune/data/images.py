@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.data import sources
+from fedprune.data.npz import read_arrays
 from fedprune.data.sources import DataSource, Download
 from fedprune.errors import DataError
 
@@ -241,21 +242,14 @@ def read_npz_array(path: str | os.PathLike, key: str = "arr_0") -> np.ndarray:
     """
     path = Path(path)
     try:
-        archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise DataError(f"{path}: not a readable npz file (a single .npy array, not an npz)")
-        with archive:
-            if key not in archive.files:
-                raise DataError(
-                    f"{path}: no array {key!r} in the npz (it has: "
-                    f"{', '.join(archive.files) or 'nothing'})"
-                )
-            array = archive[key]
-    except DataError:
-        raise
-    except sources.ZIP_ERRORS as err:
+        arrays = read_arrays(path)  # the one npz reader: shapes checked before allocating
+    except (OSError, ValueError) as err:  # NpzProblem is a ValueError
         raise DataError(f"{path}: not a readable npz file ({err})") from None
-    return _require_finite(array, str(path))
+    if key not in arrays:
+        raise DataError(
+            f"{path}: no array {key!r} in the npz (it has: {', '.join(arrays) or 'nothing'})"
+        )
+    return _require_finite(arrays[key], str(path))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

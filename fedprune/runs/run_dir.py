@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedprune.data.npz import read_arrays
 from fedprune.errors import ConfigError, DataError
 from fedprune.runs.events import EventLog
 from fedprune.runs.files import (
@@ -193,15 +194,15 @@ class RunDir:
         if not path.exists():
             return None
         try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays, scalars = {}, {}
-                for key in z.files:
-                    if key.endswith("__n"):
-                        name = key[:-3]
-                        arrays[name] = [z[f"{name}__{i}"] for i in range(int(z[key]))]
-                    elif key.startswith("scalar__"):
-                        scalars[key[len("scalar__") :]] = float(z[key])
-                done = z["round"]
+            z = read_arrays(path)  # checked before anything is allocated
+            arrays, scalars = {}, {}
+            for key in z:
+                if key.endswith("__n"):
+                    name = key[:-3]
+                    arrays[name] = [z[f"{name}__{i}"] for i in range(int(z[key]))]
+                elif key.startswith("scalar__"):
+                    scalars[key[len("scalar__") :]] = float(z[key])
+            done = z["round"]
         except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile) as err:
             raise self.unusable_checkpoint(f"is damaged ({type(err).__name__}: {err})") from None
         if done.ndim != 0 or done.dtype.kind not in "iu":

@@ -50,7 +50,7 @@ def test_truncated_entry_is_removed_and_rebuilt(fixture_data_dir, capsys, datase
     ("content", "reason"),
     [
         (b"", ""),
-        (b"garbage, not a zip", "pickled data"),
+        (b"garbage, not a zip", "does not start as a zip file"),
         (b"PK\x03\x04garbage", ""),
     ],
 )
@@ -124,7 +124,7 @@ def test_nan_in_cached_windows_is_rebuilt(fixture_data_dir, capsys):
 def test_pickled_entry_is_not_unpickled(wisdm_data_dir, capsys):
     path, fresh = _entry("wisdm", wisdm_data_dir, capsys)
     _rewrite(path, note=np.array([{"evil": 1}], dtype=object))
-    data = _reload_expecting_one_note("wisdm", wisdm_data_dir, path, capsys, "allow_pickle")
+    data = _reload_expecting_one_note("wisdm", wisdm_data_dir, path, capsys, "never unpickles")
     _same(data, fresh)
 
 
