@@ -103,6 +103,20 @@ def check_seed(value: int) -> int:
     return value
 
 
+def check_host_port(target: object) -> tuple[str, int]:
+    """A remote worker's ``HOST:PORT`` (``[IPv6]:PORT``) with a port in [1, 65535]: (host,
+    port), else a ValueError saying what is wrong (the caller names the option)."""
+    if not isinstance(target, str):
+        raise ValueError(f"expected HOST:PORT, e.g. node2:8443, got {target!r}")
+    host, sep, port = target.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isascii() or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, e.g. node2:8443, got {target!r}")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"the port must be in [1, 65535], got {target!r}")
+    return host, int(port)
+
+
 def check_choice(name: str, value: str, choices: Iterable[str]) -> str:
     """``value`` is one of ``choices``."""
     choices = tuple(choices)

@@ -6,8 +6,12 @@ Every builder takes the method's configuration the way ``fedprune train <method>
 keyword options named like the command's options (``phases=(0, 0, 50)`` for ``--phases
 0,0,50``, ``learning_rate`` for ``--lr``), or as a whole configuration object (``config=``,
 the class the registry names, :mod:`fedprune.configs`), or both (the options then replace
-fields of ``config``). Every value is checked here, before anything runs: a bad one is a
-:class:`~fedprune.errors.ConfigError` with the same one line the command prints.
+fields of ``config``). Every value is checked here, before anything runs, by the code the
+command runs (:func:`fedprune.configs.fields.built_config`): a value out of its range, or an
+option the method does not use with the options given (``clusters=1,
+cluster_signal_noise=1``, ``fp.cfl(theta=0.8)``), is a :class:`~fedprune.errors.ConfigError`
+with the line the command prints, naming the keywords (``clients_per_round=2``) where the
+command names its options (``--clients-per-round 2``).
 
 ``data`` is a built-in dataset's name, the path of your own ``.npz`` file, or your data in
 memory: for the HAR methods your windows as a :class:`~fedprune.data.windows.WindowedDataset`
@@ -26,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fedprune.api.trainer import Trainer
-from fedprune.configs.fields import Config
+from fedprune.configs.fields import Config, built_config, python_error
 from fedprune.data.tables import ClientTable
 from fedprune.data.user_images import ImageClients
 from fedprune.data.windows import WindowedDataset
@@ -101,22 +105,27 @@ def build(
     if mine is not None and not isinstance(mine, YOURS.get(entry.data, ())):
         takes = [n for n, m in METHODS.items() if isinstance(mine, YOURS.get(m.data, ()))]
         raise ConfigError(f"{method} does not take a {type(mine).__name__}; {', '.join(takes)} do")
-    values = dict(options)
+    settled: dict[str, Any] = {}  # set from your data and model, never "not used"
     if mine is not None:
-        values["dataset"] = USER_DATASET  # placed in the run directory by Trainer.run
+        settled["dataset"] = USER_DATASET  # placed in the run directory by Trainer.run
         if isinstance(mine, ImageClients):  # the clients are yours: their number too
-            values.setdefault("num_clients", len(mine.clients))
+            settled["num_clients"] = len(mine.clients)
     elif data is not None:
-        values["dataset"] = os.fspath(data)
+        settled["dataset"] = os.fspath(data)
+    if "dataset" in settled and "dataset" in options:
+        raise ConfigError(f"{method}: give the data once, as data or as dataset=, not both")
     if user is not None:
-        values["model"] = user.recorded
-    if config is None:
-        if "dataset" not in values and _required(entry.config, "dataset"):
+        settled["model"] = user.recorded
+    if config is None and "dataset" not in {**settled, **options}:
+        if _required(entry.config, "dataset"):
             raise ConfigError(f"{method}: give the data (a dataset name or your own data)")
-        config = entry.config(**values)
-    elif values:
-        config = dataclasses.replace(config, **values)
-    return Trainer(entry, config, mine, user)
+    try:
+        config = built_config(
+            entry.config, options, f"`fedprune train {method}`", base=config, settled=settled
+        )
+    except ConfigError as err:
+        raise python_error(err, entry.config) from None
+    return Trainer(entry, config, mine, user, spelling="python")
 
 
 def _required(cls: type, name: str) -> bool:

@@ -12,6 +12,7 @@ refused or failed start made is removed, so the corrected call is not blocked.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.api.result import Result
-from fedprune.configs.fields import Config
+from fedprune.checks import check_host_port
+from fedprune.configs.fields import Config, python_error
 from fedprune.data.tables import ClientTable, read_table_npz, write_table_npz
 from fedprune.data.user import read_npz, write_npz
 from fedprune.data.user_images import ImageClients, read_images_npz, write_images_npz
@@ -61,15 +63,36 @@ class Workers:
     unsafe_open: bool = False
 
     def __post_init__(self) -> None:
-        """Refuse more local workers than usable CPUs (or fewer than one where no remote
-        worker is named) before anything starts."""
+        """Refuse what ``fedprune train``'s worker options refuse, before anything starts:
+        more local workers than usable CPUs (or fewer than one where no remote worker is
+        named), a remote worker that is not ``HOST:PORT``, a timeout that is not a positive
+        finite number of seconds."""
         from fedprune.workers.local import check_local_workers
 
+        if isinstance(self.local, bool) or not isinstance(self.local, int):
+            raise ConfigError(f"Workers(local={self.local!r}): expected an integer >= 0")
         if self.local or not self.remote:
             try:
                 check_local_workers(self.local)
             except ValueError as error:
                 raise ConfigError(f"Workers(local={self.local}): {error}") from None
+        if isinstance(self.remote, str):
+            raise ConfigError(
+                f"Workers(remote={self.remote!r}): expected a tuple of HOST:PORT, e.g. "
+                f"({self.remote!r},)"
+            )
+        for target in self.remote:
+            try:
+                check_host_port(target)
+            except ValueError as error:
+                raise ConfigError(f"Workers(remote=...): {error}") from None
+        timeout = self.remote_timeout
+        number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+        if not number or not math.isfinite(timeout) or timeout <= 0:
+            raise ConfigError(
+                f"Workers(remote_timeout={timeout!r}): must be a positive finite number of "
+                "seconds"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +116,10 @@ class Trainer:
     config: Config
     data: WindowedDataset | ImageClients | ClientTable | None = None
     model: UserModel | None = None
+    spelling: str = dataclasses.field(default="command line", repr=False, compare=False)
+    """How a :class:`ConfigError` of :meth:`run` names the options: as ``fedprune train``
+    does (``--clusters``), or ``"python"``, the builders' keywords (``clusters``,
+    :func:`fedprune.configs.fields.in_python_terms`); the builders set ``"python"``."""
 
     def run(
         self,
@@ -122,7 +149,29 @@ class Trainer:
         -------
         Result
             The finished run: its summary, models, masks and cluster assignments.
+
+        Raises
+        ------
+        FedpruneError
+            One line naming what to fix: a :class:`ConfigError` (an option the data cannot
+            meet, a bad ``out``; also :class:`fedprune.workers.execution.RunInProgress` while
+            another run of this process trains: TFF's execution context is one per process),
+            a :class:`DataError`, a :class:`~fedprune.workers.local.WorkerError`.
         """
+        try:
+            return self._run(out, data_dir, progress, workers)
+        except ConfigError as err:
+            if self.spelling != "python":
+                raise
+            raise python_error(err, type(self.config)) from None
+
+    def _run(
+        self,
+        out: str | os.PathLike,
+        data_dir: str | os.PathLike | None,
+        progress: bool,
+        workers: Workers | None,
+    ) -> Result:
         check_out_dir(out)
         if (
             self.data is None
@@ -130,7 +179,9 @@ class Trainer:
             and finished_as_configured(self.config, out) is not None
         ):
             return Result(Path(out))  # finished: no workers started, no data loaded
-        with owned_run_dir(out):
+        from fedprune.workers.execution import one_run
+
+        with one_run(out), owned_run_dir(out):  # one run per process, one process per out
             with _placed_data(self.data, Path(out)) as dataset:
                 config = self.config
                 if dataset is not None:

@@ -29,8 +29,7 @@ import dataclasses
 import types
 import typing
 
-from fedprune.configs.fields import Config, cli_fields, flag_of
-from fedprune.errors import ConfigError
+from fedprune.configs.fields import Config, built_config, cli_fields, flag_of
 
 
 def _value_type(hint: object) -> object:
@@ -162,17 +161,13 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type[Confi
 def config_from_options(
     config_class: type[Config], args: argparse.Namespace, command: str = "this command"
 ) -> Config:
-    """``config_class`` built from the options given in ``args`` (unset ones: its defaults);
+    """``config_class`` built from the options given in ``args`` (unset ones: its defaults)
+    by :func:`~fedprune.configs.fields.built_config`, the path the Python builders take too:
     a bad value, or an option given that the configuration does not use, raises one
     ConfigError line (``command`` names the command in that line, e.g. ``train cfl``)."""
-    fields = {f.name: f for f in cli_fields(config_class)}
-    given = {name: getattr(args, name) for name in fields if getattr(args, name, None) is not None}
-    config = config_class(**given)
-    unused = [name for name in given if name in config.unused_fields()]
-    if unused:
-        options = ", ".join("--" + flag_of(fields[name]).replace("_", "-") for name in unused)
-        raise ConfigError(
-            f"{options}: not used by {command} with the options given; leave "
-            f"{'them' if len(unused) > 1 else 'it'} out"
-        )
-    return config
+    given = {
+        f.name: getattr(args, f.name)
+        for f in cli_fields(config_class)
+        if getattr(args, f.name, None) is not None
+    }
+    return built_config(config_class, given, command)

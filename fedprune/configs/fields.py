@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fedprune.checks import Rule, check_fields
+from fedprune.errors import ConfigError
 
 
 def param(
@@ -119,3 +121,109 @@ class Config:
 def cli_fields(config_class: type) -> Iterator[dataclasses.Field]:
     """The fields of ``config_class`` that are command-line options, in field order."""
     return (f for f in dataclasses.fields(config_class) if f.metadata.get("cli", False))
+
+
+def built_config(
+    config_class: type[Config],
+    given: Mapping[str, object],
+    command: str,
+    base: Config | None = None,
+    settled: Mapping[str, object] | None = None,
+) -> Config:
+    """The configuration of ``given`` options (field name -> value; the others keep their
+    defaults, or ``base``'s fields where a whole configuration is given): the one path from
+    options to a configuration, for ``fedprune train`` and the Python builders alike.
+
+    Every field's rule and the cross-field checks run in ``__post_init__``; then an option
+    given that the configuration does not use (:meth:`Config.unused_fields`) is refused, not
+    dropped: one :class:`~fedprune.errors.ConfigError` line naming the options in the
+    command line's spelling (``--max-clusters``) and ``command`` (e.g. ``fedprune train
+    caafp``); :func:`in_python_terms` rewrites such a line for a Python caller. ``settled``:
+    fields the caller sets itself (your data's file, your model's name), never refused as
+    unused."""
+    values = {**(settled or {}), **given}
+    config = config_class(**values) if base is None else dataclasses.replace(base, **values)
+    unused = [name for name in given if name in config.unused_fields()]
+    if unused:
+        fields = {f.name: f for f in dataclasses.fields(config_class)}
+        options = ", ".join("--" + flag_of(fields[name]).replace("_", "-") for name in unused)
+        raise ConfigError(
+            f"{options}: not used by {command} with the options given; leave "
+            f"{'them' if len(unused) > 1 else 'it'} out"
+        )
+    return config
+
+
+RUN_OPTIONS = {
+    "--out": "out",
+    "--data-dir": "data_dir",
+    "--no-progress": "progress=False",
+    "--workers": "Workers(local=...)",
+    "--remote-worker": "Workers(remote=...)",
+    "--remote-timeout": "Workers(remote_timeout=...)",
+    "--insecure-remote": "Workers(insecure_remote=True)",
+    "--unsafe-open-workers": "Workers(unsafe_open=True)",
+    "--tls-ca": "Workers(tls=RemoteTLS(ca=...))",
+    "--tls-cert": "Workers(tls=RemoteTLS(cert=...))",
+    "--tls-key": "Workers(tls=RemoteTLS(key=...))",
+}
+"""The options of ``fedprune train`` that are not configuration fields, as the Python API
+spells them (:meth:`fedprune.api.trainer.Trainer.run` and :class:`~fedprune.api.Workers`)."""
+
+_OPTION = re.compile(r"--[a-z][a-z0-9-]*")
+_NUMBERS = re.compile(r" (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?:,-?\d+(?:\.\d+)?)*)(?![\w.]*\w)")
+_WORD = re.compile(r" ([a-z][a-z0-9_-]*)")
+
+
+def in_python_terms(message: str, config_class: type[Config]) -> str:
+    """``message`` (one line naming command-line options) as a Python caller of the builders
+    reads it: every option of ``config_class`` as its keyword (``--lr`` -> ``learning_rate``,
+    ``--clients`` -> ``num_clients``), a value written after it as the keyword's value
+    (``--clients-per-round 2`` -> ``clients_per_round=2``, ``--phases 0,1,1`` ->
+    ``phases=(0, 1, 1)``, ``--clusters auto`` -> ``clusters='auto'``), the run options as
+    :data:`RUN_OPTIONS` spells them, and ``fedprune train <method>`` as ``fp.<method>``.
+    Anything else is left as it is."""
+    fields = {
+        "--" + flag_of(f).replace("_", "-"): f
+        for f in dataclasses.fields(config_class)
+        if f.metadata.get("help") is not None
+    }
+
+    def keyword(option: str, rest: str) -> tuple[str, int]:
+        """The Python spelling of ``option`` and how many characters of ``rest`` (what
+        follows it) it took as its value."""
+        if option in RUN_OPTIONS:
+            return RUN_OPTIONS[option], 0
+        field = fields.get(option)
+        if field is None:
+            return option, 0
+        number = _NUMBERS.match(rest)
+        if number is not None:
+            values = number.group(1).split(",")
+            shown = values[0] if len(values) == 1 else f"({', '.join(values)})"
+            return f"{field.name}={shown}", number.end()
+        word = _WORD.match(rest)
+        rule = field.metadata.get("rule")
+        words = {*(rule.choices or ()), "auto"} if rule is not None else {"auto"}
+        if word is not None and word.group(1) in words:
+            return f"{field.name}={word.group(1)!r}", word.end()
+        return field.name, 0
+
+    out, at = [], 0
+    for match in _OPTION.finditer(message):
+        if match.start() < at:  # inside a value already taken
+            continue
+        text, taken = keyword(match.group(0), message[match.end() :])
+        out += [message[at : match.start()], text]
+        at = match.end() + taken
+    out.append(message[at:])
+    return re.sub(
+        r"`?fedprune train ([a-z_-]+)`?",
+        lambda m: "fp." + m.group(1).replace("-", "_"),
+        "".join(out),
+    )
+
+
+def python_error(error: ConfigError, config_class: type[Config]) -> ConfigError:
+    """``error`` (of the same class) with its line :func:`in_python_terms`."""
+    return type(error)(in_python_terms(str(error), config_class))

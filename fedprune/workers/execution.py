@@ -31,6 +31,7 @@ aggregates.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import socket
 import ssl
@@ -38,12 +39,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import tensorflow_federated as tff
 
+from fedprune.checks import check_host_port
 from fedprune.errors import ConfigError
 from fedprune.workers import channel as worker_channel
 from fedprune.workers.local import (
@@ -56,8 +59,10 @@ from fedprune.workers.local import (
 
 __all__ = [
     "RemoteTLS",
+    "RunInProgress",
     "WorkerError",
     "install",
+    "one_run",
     "running_pids",
     "shutdown",
     "worker_binary_path",
@@ -137,13 +142,10 @@ class RemoteTLS:
 
 
 def _split_target(target: str) -> tuple[str, int]:
-    host, sep, port = target.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isascii() or not port.isdigit():
-        raise ConfigError(f"--remote-worker {target!r}: expected HOST:PORT, e.g. node2:8443")
-    if not 1 <= int(port) <= 65535:
-        raise ConfigError(f"--remote-worker {target!r}: the port must be in 1-65535")
-    return host, int(port)
+    try:
+        return check_host_port(target)
+    except ValueError as err:
+        raise ConfigError(f"--remote-worker: {err}") from None
 
 
 def _probe_remote(target: str, tls: RemoteTLS | None, timeout: float) -> None:
@@ -422,6 +424,45 @@ def running_pids() -> list[int]:
     """Process ids of this process's live worker processes: each ``worker_binary`` and, when
     sandboxed, the forwarder in front of it (listed first)."""
     return [pid for w in _workers for pid in w.pids()]
+
+
+class RunInProgress(ConfigError):
+    """Another run of this process holds TFF's execution (:func:`one_run`); the message names
+    its run directory and thread."""
+
+
+_run_lock = threading.Lock()
+_running: dict[str, object] = {}  # the run holding _run_lock: its "out", "thread", "since"
+
+
+@contextlib.contextmanager
+def one_run(out: str | os.PathLike) -> Iterator[None]:
+    """The block as this process's only run (``out``: its run directory, for the message).
+
+    TFF's default execution context is process-wide (:func:`install` replaces it, and
+    :func:`shutdown` stops its workers): two runs in two threads of one process would start,
+    use and stop each other's workers, and both die inside TFF ("Event loop is closed").
+    So a second run while one is running is refused at once with :class:`RunInProgress`
+    naming the first, before anything of it is made; runs one after another, or in
+    separate processes, are fine. The runs' own threads (the concurrent per-cluster rounds,
+    :mod:`fedprune.engine.rounds`) run inside the block and are not runs."""
+    if not _run_lock.acquire(blocking=False):
+        holder = dict(_running)
+        raise RunInProgress(
+            f"{out}: this process is already training {holder.get('out')} (thread "
+            f"{holder.get('thread')!r}, since {holder.get('since')}); TFF's execution context "
+            "is one per process: run the second after it ends, or in another process"
+        )
+    try:
+        _running.update(
+            out=os.fspath(out),
+            thread=threading.current_thread().name,
+            since=time.strftime("%H:%M:%S"),
+        )
+        yield
+    finally:
+        _running.clear()
+        _run_lock.release()
 
 
 atexit.register(shutdown)
