@@ -80,6 +80,7 @@ def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes, prepared
         "sparsity": run.sparsity(client_id),
         "models": run.source,
         "sparse_tensors": sparse_tensors(content),
+        "compaction": run.compaction(client_id),
     }
 
 
@@ -138,7 +139,7 @@ def export_run(
     ) as bar:
         for client_id in clients:
             client = run.client(client_id)
-            trained = _reference(run.keras(client_id), client)
+            trained = _reference(run.deployable(client_id), client)
             qat = None
             chosen: dict[str, dict] = {}  # the preparation per calibrated family (CALIBRATED)
             rows = _prediction_rows(client, trained)

@@ -142,6 +142,7 @@ class RunModels:
     source: str
     source_file: str
     kernel_masks: dict[int, list[np.ndarray]] | None = None
+    _compacted: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -176,6 +177,36 @@ class RunModels:
                 f"model ({reason}); {RETRAIN}"
             ) from None
         return model
+
+    @property
+    def structured(self) -> bool:
+        """Whether the run's masks remove whole filters and units (``--structure filters``)."""
+        return self.config.get("structure") == "filters" and self.kernel_masks is not None
+
+    def deployable(self, client_id: int) -> tf.keras.Model:
+        """The Keras model every format is converted from: :meth:`keras`, or for a
+        ``--structure filters`` run the smaller model without the removed filters and units
+        (:mod:`edge_export.compact`), checked to compute the masked model's probabilities
+        (to 1e-5) on the client's test windows (imports TensorFlow)."""
+        model = self.keras(client_id)
+        if not self.structured:
+            return model
+        from edge_export.compact import MATCH, compact, max_difference
+
+        smaller = compact(model, self.kernel_masks[client_id])
+        gap = max_difference(model, smaller.model, self.client(client_id).x_test)
+        if not gap <= MATCH:
+            raise DataError(
+                f"{self.path / self.source_file}: client {client_id}'s smaller model differs "
+                f"from its masked model by {gap:.2g} (more than {MATCH:g}) on its test windows"
+            )
+        self._compacted[client_id] = smaller.record()
+        return smaller.model
+
+    def compaction(self, client_id: int) -> dict | None:
+        """The kernel shapes and parameter counts before and after :meth:`deployable` made
+        the client's model smaller (``None`` where it did not)."""
+        return self._compacted.get(client_id)
 
     def client(self, client_id: int) -> ClientData:
         return self.data.client(client_id)
@@ -255,6 +286,12 @@ def parse_clients(spec: str) -> list[int] | None:
         raise ConfigError(f"--clients must be 'all' or comma-separated ids, got {spec!r}") from None
     if not ids:
         raise ConfigError(f"--clients must be 'all' or comma-separated ids, got {spec!r}")
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ConfigError(
+            f"--clients names client {', '.join(map(str, repeated))} more than once ({spec!r}); "
+            "list each client once"
+        )
     return ids
 
 
