@@ -3,7 +3,10 @@ summary. Every module that writes or reads one of these files goes through here,
 layout is defined once (the keys inside an ``.npz`` included).
 
 Readers read the whole file now and turn a missing or damaged file into one
-:class:`~fedprune.errors.DataError` naming it.
+:class:`~fedprune.errors.DataError` naming it. Every array read back passes the one check
+:func:`check_arrays` (numbers, finite, the same shapes for every client or cluster, masks
+holding only 0 and 1), as ``checkpoint.npz`` does: a model with a nan is never fine-tuned,
+exported or returned.
 """
 
 from __future__ import annotations
@@ -26,6 +29,57 @@ from fedprune.runs.files import (
 )
 
 Weights = list[np.ndarray]
+
+
+def check_arrays(
+    path: Path,
+    named: Mapping[str, Sequence[np.ndarray]],
+    *,
+    same_shapes: bool = False,
+    masks: bool = False,
+) -> None:
+    """The check of every array list read back from a run folder's ``path``: numbers only,
+    every one finite; with ``same_shapes`` every list the shapes of the first (each client's
+    or cluster's model is the same model); with ``masks`` only the values 0 and 1. Else one
+    :class:`DataError` "``path`` is damaged (... in 'client 3' array 0 ...)"."""
+    for name, arrays in named.items():
+        for i, array in enumerate(arrays):
+            if np.asarray(array).dtype.kind not in "biuf":
+                problem = f"{name!r} array {i} holds {np.asarray(array).dtype} values, not numbers"
+                raise damaged(path, ValueError(problem))
+    bad = non_finite_place(named)
+    if bad is not None:
+        raise damaged(path, ValueError(f"non-finite numbers in {bad}"))
+    if same_shapes and named:
+        first, shapes = next((k, [np.shape(a) for a in v]) for k, v in named.items())
+        for name, arrays in named.items():
+            found = [np.shape(a) for a in arrays]
+            if found != shapes:
+                i = next((j for j, (f, s) in enumerate(zip(found, shapes)) if f != s), None)
+                problem = (
+                    f"{name!r} has {len(found)} arrays, {first!r} {len(shapes)}"
+                    if i is None
+                    else f"{name!r} array {i} has shape {found[i]}, {first!r} {shapes[i]}"
+                )
+                raise damaged(path, ValueError(f"{problem}: not one model"))
+    if masks:
+        for name, arrays in named.items():
+            for i, array in enumerate(arrays):
+                outside = np.asarray(array)[(array != 0) & (array != 1)]
+                if outside.size:
+                    problem = (
+                        f"{name!r} array {i} holds {outside.flat[0]!r}, not a mask value 0 or 1"
+                    )
+                    raise damaged(path, ValueError(problem))
+
+
+def _checked_groups(
+    path: Path, groups: dict[int, Weights], what: str, masks: bool = False
+) -> dict[int, Weights]:
+    """``groups`` (``{client or cluster: arrays}``) after :func:`check_arrays`."""
+    named = {f"{what} {g}": arrays for g, arrays in groups.items()}
+    check_arrays(path, named, same_shapes=True, masks=masks)
+    return groups
 
 
 # --- clusters.json: client id -> cluster ----------------------------------------------------
@@ -92,7 +146,8 @@ def write_masks(run: Path, kernel_masks: Mapping[int, Sequence[np.ndarray]]) -> 
 
 def read_masks(run: Path) -> dict[int, Weights]:
     path = run / names.MASKS
-    return numbered_groups(path, read_npz(path), r"cluster(\d+)_(\d+)")
+    groups = numbered_groups(path, read_npz(path), r"cluster(\d+)_(\d+)")
+    return _checked_groups(path, groups, "cluster", masks=True)
 
 
 # --- cluster_models.npz: each cluster's model (pipeline: before fine-tuning; AS-CFL: final) --
@@ -103,7 +158,8 @@ def write_cluster_models(run: Path, weights: Mapping[int, Sequence[np.ndarray]])
 def read_cluster_models(run: Path, file: str = names.CLUSTER_MODELS) -> dict[int, Weights]:
     """``{cluster: trainable weights}`` of ``run/file`` (a deploy manifest may name it)."""
     path = run / file
-    return numbered_groups(path, read_npz(path), r"cluster(\d+)_(\d+)")
+    groups = numbered_groups(path, read_npz(path), r"cluster(\d+)_(\d+)")
+    return _checked_groups(path, groups, "cluster")
 
 
 # --- personal_ft<E>.npz: each client's model after E epochs of fine-tuning ------------------
@@ -118,7 +174,7 @@ def read_personal_models(run: Path, epochs: int) -> dict[int, Weights]:
     models = numbered_groups(path, read_npz(path), r"client(\d+)_(\d+)")
     if not models:
         raise damaged(path, ValueError("no client models"))
-    return models
+    return _checked_groups(path, models, "client")
 
 
 def personal_epochs(run: Path) -> list[int]:
@@ -137,7 +193,9 @@ def write_community_models(run: Path, models: Sequence[Sequence[np.ndarray]]) ->
 
 def read_community_models(run: Path) -> list[Weights]:
     path = run / names.COMMUNITY_MODELS
-    groups = numbered_groups(path, read_npz(path), r"c(\d+)_(\d+)")
+    groups = _checked_groups(
+        path, numbered_groups(path, read_npz(path), r"c(\d+)_(\d+)"), "community"
+    )
     return [groups[g] for g in sorted(groups)]
 
 
@@ -171,7 +229,5 @@ def read_checkpoint_arrays(run: Path) -> dict[str, Weights]:
         raise damaged(path, KeyError(f"no array {err.args[0]!r}")) from None
     except (TypeError, ValueError) as err:
         raise damaged(path, err) from None
-    bad = non_finite_place(arrays)
-    if bad is not None:
-        raise damaged(path, ValueError(f"non-finite numbers in {bad}"))
+    check_arrays(path, arrays)
     return arrays

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.runs import names
+from fedprune.runs.artefacts import check_arrays
 from fedprune.runs.files import damaged, read_npz, write_npz
 
 __all__ = ["SIMILARITIES", "Assigner", "ClientAssigner", "normalization", "read_assigner"]
@@ -195,6 +196,8 @@ def read_assigner(run_dir: str | os.PathLike) -> Assigner:
     :class:`DataError` naming it."""
     path = Path(run_dir) / names.ASSIGNER
     arrays = read_npz(path)
+    numbers = {k: [v] for k, v in arrays.items() if k not in ("method", "similarity", "columns")}
+    check_arrays(path, numbers)  # finite centres, weights, factors and encoding
     try:
         method = str(arrays["method"])
         similarity = str(arrays["similarity"])

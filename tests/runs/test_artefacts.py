@@ -47,7 +47,10 @@ def test_cluster_choice_round_trip(tmp_path):
 
 
 def test_masks_round_trip_as_uint8(tmp_path):
-    masks = {0: [RNG.random((3, 4)) > 0.5, RNG.random((4,)) > 0.5], 2: [np.ones((3, 4))]}
+    masks = {
+        0: [RNG.random((3, 4)) > 0.5, RNG.random((4,)) > 0.5],
+        2: [np.ones((3, 4)), np.zeros(4)],
+    }
     artefacts.write_masks(tmp_path, masks)
     read = artefacts.read_masks(tmp_path)
     assert sorted(read) == [0, 2]
