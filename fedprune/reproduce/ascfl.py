@@ -18,7 +18,7 @@ parts is trained once):
   four rotation groups (ARI) by round 30?
 
 Accuracy is the final round's mean client accuracy; "rounds" is rounds to 90 % of the run's
-peak. The paper's values its text gives are in ``fedprune/reproduce/paper_values/ascfl_paper.csv`` (Tables 1-4
+peak. The paper's values its text gives are in ``paper_values/ascfl_paper.csv`` (Tables 1-4
 are lost from our copy; EMNIST values are not compared with Fashion-MNIST). ``--quick``:
 seed 0, the ``main`` part on MNIST and the ``rotation`` run.
 

@@ -7,7 +7,7 @@ here, so S = 100 images per class and client instead of 500). Every (dataset, di
 seed) is an ordinary ``fedprune train fedcref`` run directory under ``<out>/runs/``,
 resumable, run by :mod:`fedprune.reproduce.runner`. Outputs: ``fedcref_table.md``,
 ``fedcref_table.csv`` (means and 95 % CIs over seeds next to the paper's means and CIs in
-``fedprune/reproduce/paper_values/fedcref_paper.csv``, :mod:`fedprune.reproduce.intervals`) and
+``paper_values/fedcref_paper.csv``, :mod:`fedprune.reproduce.intervals`) and
 ``fedcref_iterations.png`` (per-iteration curves like the paper's Figure 8).
 """
 

@@ -7,7 +7,7 @@ Table 4 (the ablation of FCPL and MCPL) of the Fed-HIRE paper, on the authors' c
   federated k-means (``fedprune train fedkmeans``, 20 rounds; not in the paper). A
   Fed-HIRE cell is *within* when our mean lies within max(0.05, 2 x the paper's std) of the
   paper's mean (the yardstick of docs/fedhire.md).
-  The paper's Fed-HIRE and kFed columns are in ``fedprune/reproduce/paper_values/fedhire_paper.csv`` (``*_sd``:
+  The paper's Fed-HIRE and kFed columns are in ``paper_values/fedhire_paper.csv`` (``*_sd``:
   the paper's ±).
 * ``--partition paper`` (the paper's text: k-means clusterlets of each class to random
   clients) is run beside the authors' splits in the full run (Fed-HIRE and k-FED); the
@@ -18,7 +18,7 @@ Table 4 (the ablation of FCPL and MCPL) of the Fed-HIRE paper, on the authors' c
   marks: its first row per dataset is read as k-means + k-means and its last as the full
   method (the text: the variant with both components is best), but which of rows 2 and 3 is
   FCPL-only cannot be recovered, so both are shown as "one component"
-  (``fedprune/reproduce/paper_values/fedhire_ablation_paper.csv``).
+  (``paper_values/fedhire_ablation_paper.csv``).
 """
 
 from __future__ import annotations

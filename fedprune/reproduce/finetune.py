@@ -13,7 +13,7 @@ FT 3 and FT 25 equal the Table 2 runs' (fine-tuning continues one trajectory and
 after each length; tests check it), and after ``make reproduce-table2`` this study costs 30
 fine-tunings (3.3-3.6 min each beside a training), not 30 trainings (6-11 min each). The paper's
 numbers, where its text has them (§5.1.3: CA-AFP "from approximately 88% to 96%"), are in
-``fedprune/reproduce/paper_values/finetune_paper.csv``. ``--quick``: seed 0 only.
+``paper_values/finetune_paper.csv``. ``--quick``: seed 0 only.
 """
 
 from __future__ import annotations

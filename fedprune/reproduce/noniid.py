@@ -7,7 +7,7 @@ ground-truth labels, and data from other classes are discarded"), 50 rounds, 70 
 sparsity, five seeds, mean ± std. The methods are Table 9's six (CA-AFP, Global-FT, FedSNIP,
 EfficientFL, FedCHAR, ClusterFL) with Table 2's arguments. Interpretation: Table 10 names no
 fine-tuning, so accuracy is without it (``--ft-epochs 0``). The
-paper's numbers where its text has them are in ``fedprune/reproduce/paper_values/noniid_paper.csv``.
+paper's numbers where its text has them are in ``paper_values/noniid_paper.csv``.
 ``--quick``: seed 0 only.
 """
 

@@ -9,7 +9,7 @@ start above it (0.8, 0.9) regrows to 0.7 by the last mask update. The point
 Interpretations: accuracy is the fine-tuned (P4 = 3) average accuracy; communication is
 Eq. 13 as the paper counts it (model transfers of the training rounds, bytes / 1024²; see
 ``table2.paper_eq13_mib``), the quantity Figure 2 plots against accuracy. The paper gives
-Figure 2 only as a plot, so ``fedprune/reproduce/paper_values/phases_paper.csv`` holds the grid without values
+Figure 2 only as a plot, so ``paper_values/phases_paper.csv`` holds the grid without values
 and the docs compare the claims of §5.1.2. ``--quick``: one seed and the points
 start {0.0, 0.3, 0.5, 0.7, 0.9}, P2 and P1 {0, 10, 20}.
 """

@@ -4,7 +4,7 @@ checked on our numbers, and the data files' sha256.
 
 The CA-AFP robustness studies (``fedprune reproduce score-ablation|phases|finetune|noniid``)
 are each a :class:`Study`: its points, how to read a run's ``summary.json``, the paper's
-values (``fedprune/reproduce/paper_values/NAME_paper.csv``), its claims and its figure. Training goes through
+values (``paper_values/NAME_paper.csv``), its claims and its figure. Training goes through
 :mod:`fedprune.reproduce.runner`, so finished runs are kept and interrupted ones resume; a
 point shared by two parts of a study (same method and arguments) is trained once.
 
@@ -89,7 +89,7 @@ class Study:
 
     ``measure(summary)`` turns one run's summary into rows: ``(extra labels, values)``,
     e.g. one row per fine-tuning epoch count. ``paper_columns`` maps a measured value to the
-    column of ``fedprune/reproduce/paper_values/NAME_paper.csv`` that holds the paper's value, matched on the
+    column of ``paper_values/NAME_paper.csv`` that holds the paper's value, matched on the
     label columns. ``claims(rows)`` and ``plot(rows, path)`` work on the aggregated rows.
     """
 
@@ -110,7 +110,7 @@ class Study:
     # from the ``curve_columns`` of the runs' ``metrics.csv``
     curves: Callable[[list[Point], dict[Labels, dict[str, np.ndarray]], Path], None] | None = None
     curve_columns: tuple[str, ...] = ()
-    from_paper: bool = True  # False: fedprune's own study, no fedprune/reproduce/paper_values/NAME_paper.csv
+    from_paper: bool = True  # False: fedprune's own study, no paper_values/NAME_paper.csv
 
     @property
     def paper_csv(self) -> Path:
@@ -290,7 +290,9 @@ def _float(text: str | None) -> float | None:
 
 def data_files(datasets: Sequence[str], data_dir: str | None) -> list[tuple[str, str]]:
     """(path, sha256) of each dataset's files (an image dataset: both splits' images and
-    labels); a missing one is one error line, before any training."""
+    labels), downloading a missing one with its checksum as ``fedprune data`` does, so a
+    reproduction on a fresh machine fetches its own data; a file that is missing and cannot
+    be fetched is one error line, before any training."""
     from fedprune.data import images, uci_tabular
 
     paths = []
@@ -298,18 +300,18 @@ def data_files(datasets: Sequence[str], data_dir: str | None) -> list[tuple[str,
         if name in uci_tabular.TABULAR_NAMES:
             folder = sources.require_data_dir(data_dir)
             paths += [
-                sources.locate_source(source, folder, False)
+                sources.locate_source(source, folder)
                 for source in uci_tabular.file_sources(name)
             ]
         elif name in images.NAMES:
             folder = sources.require_data_dir(data_dir)
             paths += [
-                sources.locate_source(images.file_source(name, split, role), folder, False)
+                sources.locate_source(images.file_source(name, split, role), folder)
                 for split in images.SPLITS
                 for role in ("images", "labels")
             ]
         else:
-            paths.append(sources.locate(name, data_dir, download=False))
+            paths.append(sources.locate(name, data_dir))
     unique = list(dict.fromkeys(paths))
     return [(str(p), sources.sha256_of(p) if p.is_file() else "(directory)") for p in unique]
 
@@ -489,7 +491,7 @@ def reproduce(
     markdown's path."""
     out = Path(out)
     seed_list = list(range(study.quick_seeds if quick else seeds or study.default_seeds))
-    files = data_files(study.datasets, data_dir)  # one line if the data is missing
+    files = data_files(study.datasets, data_dir)  # fetches what is missing, else one line
     if study.from_paper:
         read_paper(study.paper_csv)
     out.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ fedprune versions, kept to measure the leak), trained by a ``fedprune train`` su
 a finished run is never recomputed and an interrupted one resumes from its last round, so the
 whole reproduction resumes after an interruption. The
 table aggregates the runs over seeds, one line per (method, dataset, fine-tuning epochs), next
-to the paper's values (``fedprune/reproduce/paper_values/table2_paper.csv``), and a plot shows accuracy against
+to the paper's values (``paper_values/table2_paper.csv``), and a plot shows accuracy against
 communication.
 """
 
@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedprune.data import sources
-from fedprune.reproduce import runner
+from fedprune.reproduce import runner, study
 from fedprune.runs.finished import finished_summary, open_finished
 
 PAPER_VALUES = Path(__file__).resolve().parent / "paper_values" / "table2_paper.csv"
@@ -337,14 +336,6 @@ def plot(table: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def data_files(data_dir: str | None) -> list[tuple[str, str]]:
-    found = []
-    for name in DATASETS:
-        path = sources.locate(name, data_dir, download=False)
-        found.append((str(path), sources.sha256_of(path) if path.is_file() else "(directory)"))
-    return found
-
-
 def reproduce(
     out: str | Path = "results",
     quick: bool = False,
@@ -360,7 +351,7 @@ def reproduce(
     seed_list = [0] if quick else list(range(seeds))
     if quick:
         print("QUICK reproduction: one seed (0) per row; the paper averages five.", file=sys.stderr)
-    files = data_files(data_dir)  # fails early, with one line, if the data is missing
+    files = study.data_files(DATASETS, data_dir)  # fetches what is missing, else one line
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     wall = run_all(out, seed_list, data_dir, jobs=jobs, split=split)
     table = aggregate(out, seed_list, split=split)

@@ -31,7 +31,7 @@ def test_table_and_plot(tmp_path):
     table = F.aggregate(tmp_path, [0, 1])
     row = next(r for r in table if r["dataset"] == "mnist" and r["dirtiness"] == 0.3)
     assert row["seeds"] == 2 and row["acc_final"] == pytest.approx(0.87)
-    assert row["paper_acc_final"] == pytest.approx(0.879)  # fedprune/reproduce/paper_values/fedcref_paper.csv
+    assert row["paper_acc_final"] == pytest.approx(0.879)  # paper_values/fedcref_paper.csv
     F.write_markdown(table, tmp_path / "t.md", [0, 1], False)
     assert row["acc_final_ci"] == pytest.approx(0.127062, rel=1e-4)
     assert row["paper_acc_final_ci"] == 0.028 and row["acc_final_vs_paper"] == "in"
