@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -53,7 +52,7 @@ import numpy as np
 from fedprune.errors import ConfigError, DataError
 from fedprune.runs import names
 from fedprune.runs.assigner import Assigner, read_assigner
-from fedprune.runs.files import damaged, read_npz
+from fedprune.runs.files import damaged, read_npz, write_bytes, write_json, write_text
 from fedprune.runs.finished import FinishedRun, open_finished
 
 if TYPE_CHECKING:
@@ -337,9 +336,9 @@ def export_assigners(job: AssignerJob, out: str | os.PathLike, progress: bool = 
             folder = out / f"client{client}"
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{FILE}.tflite"
-            path.write_bytes(content)
+            write_bytes(path, content)
             meta = _metadata(job, client, content)
-            path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+            write_json(path.with_suffix(".json"), meta, sort_keys=False)
             entry = {
                 "client": client,
                 "format": "float32",
@@ -364,8 +363,8 @@ def export_assigners(job: AssignerJob, out: str | os.PathLike, progress: bool = 
             entries.append(entry)
             bar.update()
     out.mkdir(parents=True, exist_ok=True)
-    (out / "export_report.json").write_text(json.dumps(entries, indent=2) + "\n")
-    (out / "export_report.md").write_text(report_markdown(entries))
+    write_json(out / "export_report.json", entries, sort_keys=False)
+    write_text(out / "export_report.md", report_markdown(entries))
     return entries
 
 

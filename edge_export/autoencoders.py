@@ -16,7 +16,6 @@ int8 model as a C array with its op list and measured arena.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,7 +35,7 @@ from fedprune.models.autoencoder import reconstruction_errors
 from fedprune.models.spec import AutoencoderSpec
 from fedprune.models.user import is_user_model, resolve
 from fedprune.runs import names
-from fedprune.runs.files import RETRAIN
+from fedprune.runs.files import RETRAIN, write_bytes, write_json, write_text
 from fedprune.runs.finished import FinishedRun, open_finished
 
 __all__ = [
@@ -155,7 +154,7 @@ def export_fedcref_run(
             for fmt in formats:
                 content = to_tflite(model, fmt, calib if fmt == "int8" else None)
                 path = folder / f"{fmt}.tflite"
-                path.write_bytes(content)
+                write_bytes(path, content)
                 recon, latency = run_tflite(content, sample)
                 lite_err = np.mean((recon - sample) ** 2, axis=1)
                 recon_check, _ = run_tflite(content, x[check])
@@ -163,7 +162,7 @@ def export_fedcref_run(
                 entry = {
                     "community": g,
                     "format": fmt,
-                    "path": str(path),
+                    "path": str(path.relative_to(out)),
                     "bytes": len(content),
                     "gzip_bytes": len(gzip.compress(content)),
                     "served_samples": int(len(served)),
@@ -182,21 +181,19 @@ def export_fedcref_run(
                         micro_arena_bytes=arena.arena_bytes,
                         micro_arena_measured=arena.arena_measured,
                     )
-                (folder / f"{fmt}.json").write_text(
-                    json.dumps(
-                        {
-                            "source_run": str(run_dir),
-                            "method": run.method,
-                            "community": g,
-                            "format": fmt,
-                            "input": {"shape": [1, int(x.shape[1])], "dtype": "see format"},
-                            "normalization": "pixels / 255 (float in [0, 1]) before quantization",
-                            "output": "reconstruction; a sample belongs to the community whose "
-                            "model reconstructs it with the lowest mean squared error",
-                        },
-                        indent=2,
-                    )
-                    + "\n"
+                write_json(
+                    folder / f"{fmt}.json",
+                    {
+                        "source_run": str(run_dir),
+                        "method": run.method,
+                        "community": g,
+                        "format": fmt,
+                        "input": {"shape": [1, int(x.shape[1])], "dtype": "see format"},
+                        "normalization": "pixels / 255 (float in [0, 1]) before quantization",
+                        "output": "reconstruction; a sample belongs to the community whose "
+                        "model reconstructs it with the lowest mean squared error",
+                    },
+                    sort_keys=False,
                 )
                 entries.append(entry)
                 bar.update(1)
@@ -207,8 +204,8 @@ def export_fedcref_run(
             if e["format"] == fmt:
                 e["assignment_agreement"] = agreement
     out.mkdir(parents=True, exist_ok=True)
-    (out / "export_report.json").write_text(json.dumps(entries, indent=2) + "\n")
-    (out / "export_report.md").write_text(report_markdown(entries))
+    write_json(out / "export_report.json", entries, sort_keys=False)
+    write_text(out / "export_report.md", report_markdown(entries))
     return entries
 
 

@@ -28,7 +28,8 @@ from edge_export.formats import (
 )
 from fedprune.errors import DataError, FedpruneError
 from fedprune.quiet import quiet_environment
-from fedprune.runs.lock import FolderLock
+from fedprune.runs.files import staged_folder
+from fedprune.runs.lock import LOCK_FILE, FolderLock
 
 if TYPE_CHECKING:
     from fedprune.runs.finished import FinishedRun
@@ -62,7 +63,17 @@ def build_parser() -> argparse.ArgumentParser:
         "8-bit agreement with Keras); int8-qat converts a copy fine-tuned "
         "quantization-aware first (--qat-epochs), a slightly different model (README: Edge export)",
     )
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output folder: new or empty, or holding an earlier export with --overwrite",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the earlier export in --out (recognised by its export_report.json); the "
+        "new files take its place only once all are written and verified",
+    )
     parser.add_argument(
         "--ft-epochs",
         type=int,
@@ -183,7 +194,11 @@ def _export(args: argparse.Namespace) -> int:
     formats = parse_formats(args.formats, autoencoders=community)
     out = check_out(args.out)
     with FolderLock(out, "--out"):  # one process writes a folder at a time
-        return _export_into(args, finished, out, models, deployed, formats)
+        replaced = earlier_export(out, args.overwrite)
+        with staged_folder(out, replaced, REPORTS) as stage:  # all files, or none
+            report = _export_into(args, finished, stage, models, deployed, formats)
+    print(report, end="")
+    return 0
 
 
 def _export_into(
@@ -193,10 +208,10 @@ def _export_into(
     models: object,
     deployed: object,
     formats: list[str],
-) -> int:
+) -> str:
     """Export ``finished``'s models (``models``: a community run's autoencoders, else
     ``None``; ``deployed``: the personal models' manifest) into ``out``, which this process
-    holds."""
+    holds; returns the report (Markdown) to print."""
     from edge_export.formats import MICRO_FORMATS
     from edge_export.run_models import load_run, parse_clients, select_clients
 
@@ -209,8 +224,7 @@ def _export_into(
         entries = export_fedcref_run(
             finished.path, formats, out, args.data_dir, args.micro, progress, models
         )
-        print(report_markdown(entries), end="")
-        return 0
+        return report_markdown(entries)
     parse_clients(args.clients)  # a malformed list fails before the data is read
     run = load_run(finished.path, args.data_dir, deployed=deployed)
     clients = select_clients(run, args.clients)
@@ -232,8 +246,7 @@ def _export_into(
         logit_range=args.logit_range,
         calibration=args.calibration,
     )
-    print(report_markdown(entries), end="")
-    return 0
+    return report_markdown(entries)
 
 
 def _export_assigners(args: argparse.Namespace, finished: FinishedRun) -> int:
@@ -246,10 +259,12 @@ def _export_assigners(args: argparse.Namespace, finished: FinishedRun) -> int:
     job = load_job(finished.path, parse_clients(args.clients), args.data_dir)
     out = check_out(args.out)
     with FolderLock(out, "--out"):  # one process writes a folder at a time
+        replaced = earlier_export(out, args.overwrite)
         _heavy_imports()
         from edge_export.assigner import export_assigners, report_markdown
 
-        entries = export_assigners(job, out, progress=not args.no_progress)
+        with staged_folder(out, replaced, REPORTS) as stage:  # all files, or none
+            entries = export_assigners(job, stage, progress=not args.no_progress)
     print(report_markdown(entries), end="")
     return 0
 
@@ -275,12 +290,47 @@ def check_out(out: str | os.PathLike) -> Path:
     existing = path
     while not (existing.exists() or existing.is_symlink()):
         existing = existing.parent
+    if existing.is_symlink() and not existing.exists():  # dangling, or a loop of links
+        raise DataError(
+            f"--out {path}: {existing} is a symbolic link to {os.readlink(existing)!r}, which "
+            "does not exist; make that folder or pass another --out"
+        )
     if not existing.is_dir():
         raise DataError(f"--out {path}: {existing} is a file, so the folder cannot be made; {hint}")
     if not os.access(existing, os.W_OK | os.X_OK):
         where = "the folder" if existing == path else f"{existing}, where it would be made,"
         raise DataError(f"--out {path}: {where} is not writable; pass a folder you can write to")
     return path
+
+
+REPORT = "export_report.json"
+REPORTS = ("export_report.md", REPORT)  # moved into --out last: they vouch for the files
+
+
+def earlier_export(out: Path, overwrite: bool) -> list[str]:
+    """The entries of ``out`` that the new export replaces: none for a new or empty folder;
+    with ``overwrite``, those of an earlier export (a folder holding ``export_report.json``,
+    nothing but what an export wrote). Anything else is one :class:`DataError`: two runs'
+    files in one folder, under a report of one, would be mistaken for one export."""
+    entries = sorted(
+        name
+        for name in os.listdir(out)
+        if name != LOCK_FILE and not name.startswith((".staged-", ".replaced-"))
+    )
+    if not entries:
+        return []
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    if REPORT not in entries:
+        raise DataError(
+            f"--out {out} already holds files that are not an export ({shown}; no {REPORT}); "
+            "pass an empty or new folder"
+        )
+    if not overwrite:
+        raise DataError(
+            f"--out {out} already holds an export ({shown}); pass --overwrite to replace it, "
+            "or pass an empty or new folder"
+        )
+    return entries
 
 
 _WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
@@ -294,6 +344,7 @@ def _os_error(err: OSError, out: str) -> str | None:
             return f"cannot write into --out {out} ({reason}); free space or pass another --out"
         return None
     name = Path(os.fsdecode(err.filename))
+    name = Path(*(part for part in name.parts if not part.startswith(".staged-")))
     if name.absolute().is_relative_to(Path(out).absolute()):
         return f"cannot write {name} ({reason}); pass a writable --out"
     return f"{name}: {reason}; check that path and its permissions"

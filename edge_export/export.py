@@ -42,6 +42,7 @@ from edge_export.verify import runtime_loads, verify
 from fedprune.data.partition import ClientData
 from fedprune.errors import ConfigError
 from fedprune.quiet import native_output
+from fedprune.runs.files import atomic_file, write_bytes, write_json, write_text
 
 __all__ = ["MICRO_FORMATS", "export_run", "report_markdown", "summary_markdown"]
 
@@ -186,8 +187,8 @@ def export_run(
             predictions.extend(rows)
     out.mkdir(parents=True, exist_ok=True)
     _write_predictions(out / PREDICTIONS, predictions, formats)
-    (out / "export_report.json").write_text(json.dumps(entries, indent=2) + "\n")
-    (out / "export_report.md").write_text(report_markdown(entries))
+    write_json(out / "export_report.json", entries, sort_keys=False)
+    write_text(out / "export_report.md", report_markdown(entries))
     return entries
 
 
@@ -234,7 +235,7 @@ def _write_predictions(path: Path, rows: list[dict], formats: Sequence[str]) -> 
     window by window."""
     import csv
 
-    with path.open("w", newline="") as handle:
+    with atomic_file(path, text=True) as handle:
         writer = csv.DictWriter(handle, ["client", "window", "label", "keras", *formats])
         writer.writeheader()
         writer.writerows(rows)
@@ -258,13 +259,13 @@ def _export_one(
     content = to_tflite(prepared.model, fmt, prepared.inputs(client.x_train))
     path = out / f"client{client_id}" / f"{fmt}.tflite"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(content)
+    write_bytes(path, content)
     meta = _metadata(run, client_id, fmt, content, prepared)
     if quantization_aware is not None:
         meta["quantization_aware"] = quantization_aware
     if calibration is not None:
         meta["calibration"] = calibration
-    path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_json(path.with_suffix(".json"), meta, sort_keys=False)
     check = verify(content, trained.probs, prepared.inputs(client.x_test), client.y_test)
     entry = {
         "client": client_id,

@@ -292,8 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         default=None,
         metavar="PNG",
-        help="the picture to write (default: RUN/curves.png for one run, curves.png here "
-        "for several)",
+        help="the picture to write: a .png name, or a folder (FOLDER/curves.png) (default: "
+        "RUN/curves.png for one run, curves.png here for several)",
     )
 
     reproduce = commands.add_parser("reproduce", help="regenerate a table of a paper")

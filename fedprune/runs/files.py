@@ -148,9 +148,13 @@ def staged_folder(
     ``stage`` is removed: ``folder`` then holds what it held before, never part of the new
     files beside a report of them. ``replace`` names entries of ``folder`` that the new
     files replace (an earlier export): they are moved away just before the new files go in,
-    put back if moving those fails, and deleted after."""
+    put back if moving those fails, and deleted after. Call it holding ``folder``'s lock
+    (:class:`~fedprune.runs.lock.FolderLock`): what a killed earlier call left (``.staged-*``,
+    ``.replaced-*``) is removed first."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    for leftover in [*folder.glob(".staged-*"), *folder.glob(".replaced-*")]:
+        shutil.rmtree(leftover, ignore_errors=True)
     stage = _new_hidden_folder(folder, "staged")
     try:
         yield stage

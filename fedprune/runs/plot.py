@@ -6,19 +6,27 @@ communication, clusters (K, ARI, stability, communities). Where a round has one 
 cluster, the curve is the mean over its clusters, weighted by their clients where the rows
 give ``clients`` (the per-cluster curves are in TensorBoard). The x axis is the round, or
 the iteration for methods that count iterations. Imports no TensorFlow.
+
+A point that is not a finite number (a round or a value of ``inf`` / ``nan``, a step that is
+not a whole number, cluster rows whose ``clients`` sum to 0 or are not finite) is left out,
+and one note line on stderr says how many and the first; names (columns, run folders) are
+drawn as plain text, a ``$`` never starts matplotlib's mathtext.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fedprune.errors import DataError
+from fedprune.errors import ConfigError, DataError
 from fedprune.runs import names
 from fedprune.runs.events import STEP_COLUMNS, step_column
+from fedprune.runs.files import atomic_file
 from fedprune.runs.run_dir import read_metrics
 
 PLOT = "curves.png"
@@ -41,16 +49,26 @@ def _float(value: object) -> float | None:
     return number
 
 
-def curves(rows: Sequence[Mapping]) -> dict[str, tuple[list[int], list[float]]]:
-    """column -> (steps, values) of a run's metrics rows, clusters of a step averaged."""
+def curves(
+    rows: Sequence[Mapping], left_out: list[str] | None = None
+) -> dict[str, tuple[list[int], list[float]]]:
+    """column -> (steps, values) of a run's metrics rows, clusters of a step averaged.
+
+    Points that cannot be drawn (module docstring) are left out; each is described in
+    ``left_out`` (e.g. ``"round inf"``, ``"loss at round 3 is nan"``) when it is given."""
+    skipped = [] if left_out is None else left_out
     by_step: dict[str, dict[int, list[tuple[float, float]]]] = defaultdict(dict)
     for row in rows:
         key = step_column(row)
         step = _float(row.get(key)) if key else None
         if step is None:
             continue
+        if not math.isfinite(step) or step != int(step):
+            skipped.append(f"{key} {row.get(key)}")
+            continue
         cluster = _float(row.get("cluster"))
-        weight = _float(row.get("clients")) or 1.0
+        weight = _float(row.get("clients"))
+        weight = 1.0 if weight is None or weight == 0 and cluster is None else weight
         for column, value in row.items():
             number = _float(value)
             if column in STEP_COLUMNS or column in ("cluster", "clients") or number is None:
@@ -58,15 +76,31 @@ def curves(rows: Sequence[Mapping]) -> dict[str, tuple[list[int], list[float]]]:
             points = by_step[column].setdefault(int(step), [])
             if cluster is not None and cluster < 0 and points:
                 continue  # the all-clients row and cluster rows of one step: keep the clusters
+            if not math.isfinite(number):
+                skipped.append(f"{column} at {key} {int(step)} is {value}")
+                continue
             points.append((number, weight))
     out = {}
     for column, steps in by_step.items():
-        xs = sorted(steps)
-        ys = [
-            sum(v * w for v, w in steps[x]) / sum(w for _, w in steps[x]) for x in xs
-        ]  # weighted mean over the step's rows
-        out[column] = (xs, ys)
+        xs, ys = [], []
+        for x in sorted(steps):
+            total = math.fsum(w for _, w in steps[x])
+            if not steps[x]:
+                continue
+            if not math.isfinite(total) or total <= 0:
+                skipped.append(f"{column} at round {x}: its clusters' clients sum to {total:g}")
+                continue
+            xs.append(x)  # weighted mean over the step's rows
+            ys.append(math.fsum(v * w for v, w in steps[x]) / total)
+        if xs:
+            out[column] = (xs, ys)
     return out
+
+
+def plain(text: object) -> str:
+    """``text`` as matplotlib draws it literally: ``$`` escaped, so ``price_$5_$10`` is not
+    parsed as mathtext (which fails on it, or typesets it)."""
+    return str(text).replace("$", r"\$")
 
 
 def panel_of(column: str) -> str | None:
@@ -76,9 +110,42 @@ def panel_of(column: str) -> str | None:
     return None
 
 
+def picture_path(out: str | os.PathLike) -> Path:
+    """The PNG that ``--out`` names: ``out`` itself if it ends in ``.png``, ``out/curves.png``
+    if it is a folder (or is written with a trailing ``/``); the folder it goes into must be
+    one or be makeable (nothing on the way a file or a dangling link). Else one
+    :class:`ConfigError`."""
+    text = os.fspath(out)
+    path = Path(text)
+    if path.is_dir() or text.endswith(("/", os.sep)):
+        path = path / PLOT
+    elif path.suffix.lower() != ".png":
+        raise ConfigError(f"--out {text}: give a .png file name or an existing folder")
+    elif path.is_symlink() and not path.exists():
+        raise ConfigError(
+            f"--out {text} is a symbolic link to {os.readlink(path)!r}, which does not exist; "
+            "remove it or choose another --out"
+        )
+    folder = path.parent
+    while not folder.exists():
+        if folder.is_symlink():
+            raise ConfigError(
+                f"--out {text}: {folder} is a symbolic link to {os.readlink(folder)!r}, which "
+                "does not exist; make that folder or choose another --out"
+            )
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(
+            f"--out {text}: {folder} is a file, so the folder cannot be made; choose another --out"
+        )
+    return path
+
+
 def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path:
-    """Draw the runs' curves into the PNG ``out``; returns its path. One clear error for a
-    folder that is not a run or has no rounds yet."""
+    """Draw the runs' curves into the PNG ``out`` (:func:`picture_path`: a ``.png`` name or
+    a folder); returns its path. One clear error for a folder that is not a run or has no
+    rounds yet. The picture is written to a temporary name and renamed."""
+    out = picture_path(out)
     loaded, steps = [], set()
     for run in runs:
         path = Path(run)
@@ -121,8 +188,10 @@ def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path
         ax.set_visible(False)
     fig.suptitle(", ".join(p.name for p, _ in loaded))
     fig.tight_layout()
-    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_file(out) as f:
+            fig.savefig(f, format="png", dpi=110)
+    finally:
+        plt.close(fig)
     return out
