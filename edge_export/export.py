@@ -38,7 +38,13 @@ from edge_export.prepare import (
 )
 from edge_export.qat import quantization_aware_finetune
 from edge_export.run_models import RunModels
-from edge_export.verify import runtime_loads, verify
+from edge_export.verify import (
+    LATENCY_INVOKES,
+    RUNTIMES,
+    cpu_name,
+    device_run,
+    verify,
+)
 from fedprune.data.partition import ClientData
 from fedprune.errors import ConfigError
 from fedprune.quiet import native_output
@@ -284,18 +290,44 @@ def _export_one(
         "max_prob_diff": check.max_prob_diff,
         "latency_ms": check.latency_ms,
         "latency_ref_ms": check.latency_ref_ms,
-        "tflite_runtime_loads": runtime_loads(content),
         "input_scaling": meta["input_scaling"],
         "logit_range": meta["logit_range"],
         "tied_windows": check.tied_windows,
         "predictions": check.predictions,
     }
+    entry.update(device_columns(content, prepared.inputs(client.x_test), check.predictions))
     if calibration is not None:
         entry["calibration"] = calibration["chosen"]
     if source is not trained:  # a fine-tuned copy: also compare with the model converted
         entry["qat_keras_acc"] = source.acc
         entry["qat_agreement"] = float(np.mean(check.predictions == source.probs.argmax(-1)))
     return entry
+
+
+def device_columns(content: bytes, x: np.ndarray, predictions: np.ndarray) -> dict:
+    """The report's device fields of one file: per runtime of :data:`RUNTIMES` (``litert``,
+    ``tflite_runtime``) what :func:`edge_export.verify.device_run` found, with the windows of
+    ``x`` whose class equals ``predictions`` (the file's ``predictions.csv`` column, from
+    TensorFlow's interpreter); LiteRT's latency (1 thread, median of
+    :data:`LATENCY_INVOKES` invokes, the CPU named). ``cortex_m`` is the slot for the
+    Cortex-M builds (``{target: {flash_bytes, ram_bytes, instructions: {kernels: count}}}``),
+    filled where they are built; ``tflite_runtime_loads`` keeps the earlier reports' field."""
+    cpu = cpu_name()
+    fields: dict = {}
+    for runtime in RUNTIMES:
+        run = device_run(runtime, content, x, LATENCY_INVOKES if runtime == "litert" else 0)
+        record: dict = {"runtime": run.runtime, "loads": run.loads}
+        if run.loads is not None:
+            record.update(resolver=run.resolver, error=run.error)
+        if run.predictions is not None:
+            agreeing = int(np.sum(run.predictions == predictions))
+            record.update(agreeing_windows=agreeing, windows=len(predictions))
+        if run.latency_ms is not None:
+            record.update(latency_ms=run.latency_ms, invokes=run.invokes, threads=1, cpu=cpu)
+        fields[runtime] = record
+    fields["tflite_runtime_loads"] = fields["tflite_runtime"]["loads"]
+    fields["cortex_m"] = {}
+    return fields
 
 
 def _micro(out: Path, entry: dict, client: ClientData, prepared: Prepared) -> dict:
@@ -327,8 +359,8 @@ def report_markdown(entries: Sequence[dict]) -> str:
     head = (
         "| client | format | KB | gzip KB | sparse stored | int8 preparation | Keras acc "
         "| TFLite acc | Δ acc | agreement | flipped (tied) | max Δp | ms XNNPACK | ms reference "
-        "| tflite-runtime | micro arena |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| LiteRT | tflite-runtime | micro arena |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = "".join(
         f"| {e['client']} | {e['format']} | {e['bytes'] / 1024:.1f} | {e['gzip_bytes'] / 1024:.1f} "
@@ -336,10 +368,14 @@ def report_markdown(entries: Sequence[dict]) -> str:
         f"| {e['keras_acc']:.4f} | {e['tflite_acc']:.4f} | {e['acc_delta']:+.4f} "
         f"| {e['agreement']:.4f} | {_flipped(e)} | {e['max_prob_diff']:.4f} "
         f"| {e['latency_ms']:.3f} "
-        f"| {e['latency_ref_ms']:.3f} | {_runtime(e)} | {_arena(e)} |\n"
+        f"| {e['latency_ref_ms']:.3f} | {_device(e, 'litert')} | {_device(e, 'tflite_runtime')} "
+        f"| {_arena(e)} |\n"
         for e in entries
     )
-    return head + rows + summary_markdown(entries) + budget_markdown(entries)
+    return (
+        head + rows + summary_markdown(entries) + budget_markdown(entries)
+        + device_notes(entries)
+    )  # fmt: skip
 
 
 def summary_markdown(entries: Sequence[dict]) -> str:
@@ -374,13 +410,21 @@ def summary_markdown(entries: Sequence[dict]) -> str:
 
 
 def budget_markdown(entries: Sequence[dict]) -> str:
-    """Per format, what a device must hold: the model in flash, the tensor arena in RAM
-    (with ``--micro``: measured with TFLite Micro, plus headroom) and the time per window of
-    TFLite Micro's reference kernels on this host (``--micro``)."""
+    """Per format, what a device must hold and spend: the model in flash, the tensor arena in
+    RAM (with ``--micro``: measured with TFLite Micro, plus headroom), the time per window of
+    TFLite Micro's reference kernels on this host (``--micro``), whether LiteRT's default
+    interpreter loads every file and its time per window (median over the files of each
+    file's median, 1 thread), and per Cortex-M target built (``cortex_m``) flash, RAM and
+    instructions per inference."""
+    targets = list(dict.fromkeys(t for e in entries for t in e.get("cortex_m", {})))
+    head = "".join(
+        f"| {t} flash KB | {t} RAM KB | {t} instructions per inference " for t in targets
+    )
     lines = [
         "\n| format | flash: model KB (max) | RAM: arena KB (max, with headroom) "
-        "| TFLite Micro ms per window on this host (median) |\n",
-        "|---|---|---|---|\n",
+        "| TFLite Micro ms per window on this host (median) | LiteRT default interpreter loads "
+        f"| LiteRT ms per window (median) {head}|\n",
+        "|---|---|---|---|---|---|" + "---|---|---|" * len(targets) + "\n",
     ]
     for fmt in dict.fromkeys(e["format"] for e in entries):
         group = [e for e in entries if e["format"] == fmt]
@@ -390,18 +434,90 @@ def budget_markdown(entries: Sequence[dict]) -> str:
             if "micro_arena_bytes" in e
         ]
         tflm = [e["micro_latency_ms"] for e in group if "micro_latency_ms" in e]
+        litert = [e["litert"] for e in group if e.get("litert", {}).get("loads") is not None]
+        loads = f"{sum(r['loads'] for r in litert)}/{len(group)} files" if litert else "?"
+        times = [r["latency_ms"] for r in litert if "latency_ms" in r]
+        fallback = [r["resolver"] for r in litert if "latency_ms" in r and not r["loads"]]
+        timed = f"{np.median(times):.3f}" if times else ""
+        if fallback:  # the time of a file the default interpreter refuses is the fallback's
+            timed += f" ({len(fallback)} with {fallback[0]})"
         lines.append(
             f"| {fmt} | {max(e['bytes'] for e in group) / 1024:.1f} "
             f"| {f'{max(arena) / 1024:.1f}' if arena else '(--micro)'} "
-            f"| {f'{np.median(tflm):.3f}' if tflm else '(--micro)'} |\n"
+            f"| {f'{np.median(tflm):.3f}' if tflm else '(--micro)'} | {loads} "
+            f"| {timed} " + "".join(_cortex_m_cells(group, t) for t in targets) + "|\n"
         )
     return "".join(lines)
 
 
-def _runtime(entry: dict) -> str:
-    """Whether the tflite-runtime interpreter (Raspberry Pi, Android) loads and runs it."""
-    loads = entry.get("tflite_runtime_loads")
-    return "not installed" if loads is None else ("loads" if loads else "fails")
+def _cortex_m_cells(group: Sequence[dict], target: str) -> str:
+    """Flash and RAM (max) and instructions per inference (median, per kernel set) of the
+    files of ``group`` built for Cortex-M ``target``."""
+    built = [e["cortex_m"][target] for e in group if target in e.get("cortex_m", {})]
+    if not built:
+        return "| | | "
+    per_kernel: dict[str, list[int]] = {}
+    for b in built:
+        for kernels, count in b.get("instructions", {}).items():
+            per_kernel.setdefault(kernels, []).append(count)
+    counts = ", ".join(f"{k}: {np.median(n) / 1e6:.2f} M" for k, n in per_kernel.items())
+    flash = max(b["flash_bytes"] for b in built) / 1024
+    ram = max(b["ram_bytes"] for b in built) / 1024
+    return f"| {flash:.1f} | {ram:.1f} | {counts} "
+
+
+def device_notes(entries: Sequence[dict]) -> str:
+    """How the device columns were measured (runtime, threads, invokes, CPU) and, per file a
+    runtime's default interpreter refuses, its error and the op resolver that runs it."""
+    how = ""
+    timed = [e["litert"] for e in entries if "latency_ms" in e.get("litert", {})]
+    if timed:
+        first = timed[0]
+        how = (
+            f"\nLiteRT: {first['runtime']}, default interpreter (default delegates: XNNPACK), "
+            f"{first['threads']} thread, median of {first['invokes']} invokes per file, "
+            f"on {first['cpu']}. Agreement: test windows whose class equals the file's "
+            "`predictions.csv` column (TensorFlow's interpreter).\n"
+        )
+    refused = []
+    for fmt in dict.fromkeys(e["format"] for e in entries):
+        group = [e for e in entries if e["format"] == fmt]
+        for runtime in RUNTIMES:
+            failed = [e for e in group if e.get(runtime, {}).get("loads") is False]
+            if not failed:
+                continue
+            first = failed[0][runtime]
+            resolvers = {e[runtime].get("resolver", "") for e in failed}
+            fix = (
+                f"they run with `experimental_op_resolver_type=OpResolverType.{first['resolver']}`"
+                if resolvers == {first["resolver"]} and first["resolver"]
+                else "see each file's `resolver` in export_report.json"
+            )
+            clients = ", ".join(str(e["client"]) for e in failed)
+            refused.append(
+                f"- {fmt}: {first['runtime']}'s default interpreter refuses {len(failed)} of "
+                f"{len(group)} files (clients {clients}; client {failed[0]['client']}: "
+                f"`{first['error']}`); {fix}.\n"
+            )
+    return how + ("\n" + "".join(refused) if refused else "")
+
+
+def _device(entry: dict, runtime: str) -> str:
+    """Whether ``runtime``'s default interpreter loads and runs the file, and on how many test
+    windows it agrees with ``predictions.csv`` (with the fallback resolver where it does not
+    load; :func:`device_notes` names it)."""
+    record = entry.get(runtime)
+    if record is None:  # a report written before the device columns
+        loads = entry.get("tflite_runtime_loads") if runtime == "tflite_runtime" else None
+        return "not installed" if loads is None else ("loads" if loads else "fails")
+    if record["loads"] is None:
+        return "not installed"
+    agree = f"{record['agreeing_windows']}/{record['windows']}" if "windows" in record else ""
+    if record["loads"]:
+        return f"loads, {agree}"
+    if record.get("resolver"):
+        return f"**not with default delegates**; {record['resolver']}: {agree}"
+    return "**does not load**"
 
 
 def _flipped(entry: dict) -> str:

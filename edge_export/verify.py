@@ -1,14 +1,38 @@
-"""Run an exported ``.tflite`` on test windows and compare it with the Keras model."""
+"""Run an exported ``.tflite`` on test windows and compare it with the Keras model, and run it
+in the interpreters a device installs (:func:`device_run`).
+
+Device runtimes (:data:`RUNTIMES`): LiteRT (``ai-edge-litert``, what a Raspberry Pi or Android
+user installs today; tflite-runtime's last release is 2.14 from 2023) and tflite-runtime 2.14
+(TensorFlow's own version). Each file is loaded with the runtime's *default* interpreter (its
+default delegates: XNNPACK on a CPU), one thread. A file the default interpreter refuses is
+reported as not loading, with the runtime's error, and is then run with
+:data:`FALLBACK_RESOLVER` (the built-in kernels without default delegates), the op resolver a
+user must pass to run it. Interpretation of "latency": the median time of one ``invoke`` (one
+window, input already set), over ``invokes`` calls cycling through the test windows.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.metadata
+import platform
 import time
+from types import ModuleType
 
 import numpy as np
 import tensorflow as tf
 
 from fedprune.quiet import native_output
+
+# runtime -> (distribution, interpreter module); the report's device columns, in this order
+RUNTIMES = {
+    "litert": ("ai-edge-litert", "ai_edge_litert.interpreter"),
+    "tflite_runtime": ("tflite-runtime", "tflite_runtime.interpreter"),
+}
+DEFAULT_RESOLVER = "default"  # the interpreter as constructed with no resolver argument
+FALLBACK_RESOLVER = "BUILTIN_WITHOUT_DEFAULT_DELEGATES"  # OpResolverType member
+LATENCY_INVOKES = 200  # invokes per latency median (see device_run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,16 +50,107 @@ def runtime_loads(model_content: bytes) -> bool | None:
     """Whether the ``tflite-runtime`` interpreter (what a Raspberry Pi or Android app ships)
     loads and runs the file; ``None`` if the package is not installed."""
     try:
-        from tflite_runtime.interpreter import Interpreter
+        module = importlib.import_module(RUNTIMES["tflite_runtime"][1])
     except ImportError:
         return None
-    with native_output():
-        interpreter = Interpreter(model_content=model_content)
-        interpreter.allocate_tensors()
-    inp = interpreter.get_input_details()[0]
-    interpreter.set_tensor(inp["index"], np.zeros(inp["shape"], inp["dtype"]))
-    interpreter.invoke()
+    _interpreter(module, model_content, DEFAULT_RESOLVER)  # raises where it does not
     return True
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceRun:
+    """What one device runtime did with one file (:func:`device_run`)."""
+
+    runtime: str  # distribution and version: "ai-edge-litert 2.3.0"; "" if not installed
+    loads: bool | None  # its default interpreter loads and runs the file; None: not installed
+    error: str = ""  # the default interpreter's error, on one line, where it does not load
+    resolver: str = ""  # what the predictions ran with: DEFAULT_RESOLVER or FALLBACK_RESOLVER
+    predictions: np.ndarray | None = None  # the class of every window
+    latency_ms: float | None = None  # median per-invoke time, one thread
+    invokes: int = 0  # invokes the median is over
+
+
+def cpu_name() -> str:
+    """The host CPU as ``lscpu`` names it (``/proc/cpuinfo``'s "model name"), else the
+    platform's processor or machine name (aarch64 kernels list no model name)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _interpreter(module: ModuleType, model_content: bytes, resolver: str):
+    """A 1-thread interpreter of ``module`` with tensors allocated and one invoke done (the
+    delegates prepare at allocation; a kernel can still refuse at its first invoke)."""
+    options = {}
+    if resolver != DEFAULT_RESOLVER:
+        options["experimental_op_resolver_type"] = getattr(module.OpResolverType, resolver)
+    refused = None
+    # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."; a refusal's own log lines
+    # are dropped with it (the caller reports the error)
+    with native_output():
+        try:
+            interpreter = module.Interpreter(model_content=model_content, num_threads=1, **options)
+            interpreter.allocate_tensors()
+            inp = interpreter.get_input_details()[0]
+            interpreter.set_tensor(inp["index"], np.zeros(inp["shape"], inp["dtype"]))
+            interpreter.invoke()
+        except (RuntimeError, ValueError) as error:
+            refused = error
+    if refused is not None:
+        raise refused
+    return interpreter
+
+
+def device_run(
+    runtime: str, model_content: bytes, x: np.ndarray, invokes: int = LATENCY_INVOKES
+) -> DeviceRun:
+    """Load ``model_content`` in ``runtime`` (a key of :data:`RUNTIMES`) with its default
+    interpreter, else with :data:`FALLBACK_RESOLVER`; the class of every window of ``x``
+    (already in the file's input space: what :func:`verify` is given) and, unless
+    ``invokes`` is 0, the median of ``max(invokes, len(x))`` invoke times cycling through
+    ``x``. A runtime that is not installed gives ``loads=None`` and nothing else."""
+    dist, name = RUNTIMES[runtime]
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return DeviceRun(runtime="", loads=None)
+    label = f"{dist} {importlib.metadata.version(dist)}"
+    error = ""
+    try:
+        interpreter = _interpreter(module, model_content, DEFAULT_RESOLVER)
+    except (RuntimeError, ValueError) as refused:
+        error = " ".join(str(refused).split())
+        try:
+            interpreter = _interpreter(module, model_content, FALLBACK_RESOLVER)
+        except (RuntimeError, ValueError):  # nothing runs it: no predictions to report
+            return DeviceRun(runtime=label, loads=False, error=error)
+    resolver = FALLBACK_RESOLVER if error else DEFAULT_RESOLVER
+    inp = interpreter.get_input_details()[0]
+    out = interpreter.get_output_details()[0]
+    windows = quantize(x, inp)
+    calls = max(invokes, len(x)) if invokes else len(x)
+    predictions, times = np.empty(len(x), dtype=np.int64), []
+    for i in range(calls):
+        interpreter.set_tensor(inp["index"], windows[i % len(x)][None])
+        t0 = time.perf_counter()
+        interpreter.invoke()
+        times.append(time.perf_counter() - t0)
+        if i < len(x):
+            predictions[i] = int(np.argmax(interpreter.get_tensor(out["index"])[0]))
+    return DeviceRun(
+        runtime=label,
+        loads=not error,
+        error=error,
+        resolver=resolver,
+        predictions=predictions,
+        latency_ms=1000.0 * float(np.median(times)) if invokes else None,
+        invokes=calls if invokes else 0,
+    )
 
 
 def quantize(x: np.ndarray, details: dict) -> np.ndarray:
