@@ -6,19 +6,12 @@ communication, clusters (K, ARI, stability, communities). Where a round has one 
 cluster, the curve is the mean over its clusters, weighted by their clients where the rows
 give ``clients`` (the per-cluster curves are in TensorBoard). The x axis is the round, or
 the iteration for methods that count iterations. Imports no TensorFlow.
-
-A point that is not a finite number (a round or a value of ``inf`` / ``nan``, a step that is
-not a whole number, cluster rows whose ``clients`` sum to 0 or are not finite) is left out,
-and one note line on stderr says how many and the first; names (columns, run folders) are
-drawn as plain text, a ``$`` never starts matplotlib's mathtext.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
-import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,26 +42,16 @@ def _float(value: object) -> float | None:
     return number
 
 
-def curves(
-    rows: Sequence[Mapping], left_out: list[str] | None = None
-) -> dict[str, tuple[list[int], list[float]]]:
-    """column -> (steps, values) of a run's metrics rows, clusters of a step averaged.
-
-    Points that cannot be drawn (module docstring) are left out; each is described in
-    ``left_out`` (e.g. ``"round inf"``, ``"loss at round 3 is nan"``) when it is given."""
-    skipped = [] if left_out is None else left_out
+def curves(rows: Sequence[Mapping]) -> dict[str, tuple[list[int], list[float]]]:
+    """column -> (steps, values) of a run's metrics rows, clusters of a step averaged."""
     by_step: dict[str, dict[int, list[tuple[float, float]]]] = defaultdict(dict)
     for row in rows:
         key = step_column(row)
         step = _float(row.get(key)) if key else None
         if step is None:
             continue
-        if not math.isfinite(step) or step != int(step):
-            skipped.append(f"{key} {row.get(key)}")
-            continue
         cluster = _float(row.get("cluster"))
-        weight = _float(row.get("clients"))
-        weight = 1.0 if weight is None or weight == 0 and cluster is None else weight
+        weight = _float(row.get("clients")) or 1.0
         for column, value in row.items():
             number = _float(value)
             if column in STEP_COLUMNS or column in ("cluster", "clients") or number is None:
@@ -76,31 +59,15 @@ def curves(
             points = by_step[column].setdefault(int(step), [])
             if cluster is not None and cluster < 0 and points:
                 continue  # the all-clients row and cluster rows of one step: keep the clusters
-            if not math.isfinite(number):
-                skipped.append(f"{column} at {key} {int(step)} is {value}")
-                continue
             points.append((number, weight))
     out = {}
     for column, steps in by_step.items():
-        xs, ys = [], []
-        for x in sorted(steps):
-            total = math.fsum(w for _, w in steps[x])
-            if not steps[x]:
-                continue
-            if not math.isfinite(total) or total <= 0:
-                skipped.append(f"{column} at round {x}: its clusters' clients sum to {total:g}")
-                continue
-            xs.append(x)  # weighted mean over the step's rows
-            ys.append(math.fsum(v * w for v, w in steps[x]) / total)
-        if xs:
-            out[column] = (xs, ys)
+        xs = sorted(steps)
+        ys = [
+            sum(v * w for v, w in steps[x]) / sum(w for _, w in steps[x]) for x in xs
+        ]  # weighted mean over the step's rows
+        out[column] = (xs, ys)
     return out
-
-
-def plain(text: object) -> str:
-    """``text`` as matplotlib draws it literally: ``$`` escaped, so ``price_$5_$10`` is not
-    parsed as mathtext (which fails on it, or typesets it)."""
-    return str(text).replace("$", r"\$")
 
 
 def panel_of(column: str) -> str | None:
