@@ -6,12 +6,19 @@ communication, clusters (K, ARI, stability, communities). Where a round has one 
 cluster, the curve is the mean over its clusters, weighted by their clients where the rows
 give ``clients`` (the per-cluster curves are in TensorBoard). The x axis is the round, or
 the iteration for methods that count iterations. Imports no TensorFlow.
+
+A point that is not a finite number (a round or a value of ``inf`` / ``nan``, a step that is
+not a whole number, cluster rows whose ``clients`` sum to 0 or are not finite) is left out,
+and one note line on stderr says how many and the first; names (columns, run folders) are
+drawn as plain text, a ``$`` never starts matplotlib's mathtext.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,13 +49,22 @@ def _float(value: object) -> float | None:
     return number
 
 
-def curves(rows: Sequence[Mapping]) -> dict[str, tuple[list[int], list[float]]]:
-    """column -> (steps, values) of a run's metrics rows, clusters of a step averaged."""
+def curves(
+    rows: Sequence[Mapping], left_out: list[str] | None = None
+) -> dict[str, tuple[list[int], list[float]]]:
+    """column -> (steps, values) of a run's metrics rows, clusters of a step averaged.
+
+    Points that cannot be drawn (module docstring) are left out; each is described in
+    ``left_out`` (e.g. ``"round inf"``, ``"loss at round 3 is nan"``) when it is given."""
+    skipped = [] if left_out is None else left_out
     by_step: dict[str, dict[int, list[tuple[float, float]]]] = defaultdict(dict)
     for row in rows:
         key = step_column(row)
         step = _float(row.get(key)) if key else None
         if step is None:
+            continue
+        if not math.isfinite(step) or step != int(step):
+            skipped.append(f"{key} {row.get(key)}")
             continue
         cluster = _float(row.get("cluster"))
         weight = _float(row.get("clients")) or 1.0
@@ -59,15 +75,31 @@ def curves(rows: Sequence[Mapping]) -> dict[str, tuple[list[int], list[float]]]:
             points = by_step[column].setdefault(int(step), [])
             if cluster is not None and cluster < 0 and points:
                 continue  # the all-clients row and cluster rows of one step: keep the clusters
+            if not math.isfinite(number):
+                skipped.append(f"{column} at {key} {int(step)} is {value}")
+                continue
             points.append((number, weight))
     out = {}
     for column, steps in by_step.items():
-        xs = sorted(steps)
-        ys = [
-            sum(v * w for v, w in steps[x]) / sum(w for _, w in steps[x]) for x in xs
-        ]  # weighted mean over the step's rows
-        out[column] = (xs, ys)
+        xs, ys = [], []
+        for x in sorted(steps):
+            if not steps[x]:  # its values were left out above
+                continue
+            total = math.fsum(w for _, w in steps[x])
+            if not math.isfinite(total) or total <= 0:
+                skipped.append(f"{column} at round {x}: its clusters' clients sum to {total:g}")
+                continue
+            xs.append(x)  # weighted mean over the step's rows
+            ys.append(math.fsum(v * w for v, w in steps[x]) / total)
+        if xs:
+            out[column] = (xs, ys)
     return out
+
+
+def plain(text: object) -> str:
+    """``text`` as matplotlib draws it literally: ``$`` escaped, so ``price_$5_$10`` is not
+    parsed as mathtext (which fails on it, or typesets it)."""
+    return str(text).replace("$", r"\$")
 
 
 def panel_of(column: str) -> str | None:
@@ -126,7 +158,14 @@ def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path
             raise DataError(f"{path} has no {names.METRICS} yet: no round has finished")
         rows = read_metrics(metrics)
         steps.add(step_column(rows[0]) if rows else "round")
-        loaded.append((path, curves(rows)))
+        left_out: list[str] = []
+        loaded.append((path, curves(rows, left_out)))
+        if left_out:
+            print(
+                f"fedprune: note: {metrics}: {len(left_out)} point{'s' * (len(left_out) > 1)} "
+                f"left out of the plot, not finite numbers (first: {left_out[0]})",
+                file=sys.stderr,
+            )
     titles = [t for t, _ in PANELS if any(panel_of(c) == t for _, cs in loaded for c in cs)]
     if not titles:
         raise DataError(f"{', '.join(map(str, runs))}: no per-round numbers to plot")
@@ -146,14 +185,14 @@ def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path
                 if panel_of(column) != title:
                     continue
                 label = f"{path.name}: {column}" if several else column
-                ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
+                ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=plain(label))
         ax.set_title(title)
         ax.set_xlabel("iteration" if steps == {"iteration"} else "round")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(titles) :]:
         ax.set_visible(False)
-    fig.suptitle(", ".join(p.name for p, _ in loaded))
+    fig.suptitle(plain(", ".join(p.name for p, _ in loaded)))
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
