@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import struct
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -174,3 +174,33 @@ def wisdm_data_dir(tmp_path) -> Path:
     (tmp_path / "wisdm").mkdir()
     (tmp_path / "wisdm" / wisdm.RAW_NAME).write_text(wisdm_text())
     return tmp_path
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[Callable[[int], Path]]:
+    """``small_disk(kib)``: a new folder on its own tmpfs of ``kib`` KiB, so that writing
+    more fills a real disk (ENOSPC from the kernel, not an injected error); unmounted after
+    the test. Mounting needs root: skips, saying so, for other users or where the kernel
+    refuses it."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs (a real full disk) needs root")
+    mounted: list[Path] = []
+
+    def make(kib: int) -> Path:
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+        mounted.append(folder)
+        return folder
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=True)

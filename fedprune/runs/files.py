@@ -232,9 +232,16 @@ def non_finite_place(
 
 
 def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """``arrays`` as an uncompressed ``.npz`` in ``path``, atomically (:func:`atomic_file`)."""
-    with atomic_file(path) as f:
-        np.savez(f, **arrays)
+    """``arrays`` as an uncompressed ``.npz`` in ``path``, atomically (:func:`atomic_file`).
+
+    The archive is what ``np.savez`` writes (one ``NAME.npy`` member per array, zip64), but
+    built here so that a failing write (a full disk) closes it at once: ``np.savez`` leaves its
+    ``ZipFile`` open, whose finalizer later prints "Exception ignored ... seek of closed file".
+    Object arrays are refused (nothing of fedprune reads pickles)."""
+    with atomic_file(path) as f, zipfile.ZipFile(f, mode="w", allowZip64=True) as archive:
+        for name, value in arrays.items():
+            with archive.open(f"{name}.npy", mode="w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
 def numbered_groups(
