@@ -30,6 +30,7 @@ def resumed_old(config) -> dict:
     later = {*BEFORE_SPLIT, "eval_every", "max_clusters", "cluster_signal", "recluster"}
     later |= {"cluster_signal_noise", "cluster_signal_clip"}
     later |= {"recluster_every", "split_threshold", "merge_threshold", "split_guard"}
+    later |= {"structure"}
     assert later <= set(config.ADDED_LATER)
     return {k: v for k, v in dataclasses.asdict(settled).items() if k not in later}
 
