@@ -216,6 +216,14 @@ def _dangling_link(tmp: Path, finished: Path) -> None:
     (tmp / "link").symlink_to(tmp / "nowhere")
 
 
+def _table_npz(tmp: Path, finished: Path) -> None:
+    """Your own table of 3 clients (10 objects of 2 features each) as TMP/table.npz."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(c, 0.1, (10, 2)) for c in range(3)])
+    np.savez(tmp / "table.npz", x=x, client_id=np.repeat([1, 2, 3], 10), y=np.repeat([0, 1, 2], 10))
+
+
+FEDCREF_TABLE = ["train", "fedcref", "--dataset", "TMP/table.npz", "--no-progress"]
 FINETUNE = ["finetune", "TMP/run", "--no-progress"]
 
 # name: (prepare, argv (OUT, DATA, TMP are replaced), fragment of the error line)
@@ -429,6 +437,47 @@ CASES = {
         _nothing,
         FEDCREF + ["--init", "kmeans-ae", "--dirtiness", "0.2"],
         "--dirtiness: not used by `fedprune train fedcref`",
+    ),
+    # options the method does not use, and FedCRef's --local-k on your own table
+    "caafp signal options with one cluster": (
+        _nothing,
+        CAAFP + ["--clusters", "1", "--cluster-signal-noise", "1", "--cluster-signal-clip", "1"],
+        "--cluster-signal-noise, --cluster-signal-clip: not used by `fedprune train caafp`",
+    ),
+    "kfed eta": (
+        _nothing,
+        ["train", "kfed", "--dataset", "ecoli", "--no-progress", "--eta", "0.1"],
+        "--eta: not used by `fedprune train kfed` with the options given; leave it out",
+    ),
+    "ascfl clusters": (
+        _nothing,
+        ASCFL + ["--clusters", "3"],
+        "--clusters: not used by `fedprune train ascfl` with the options given; leave it out",
+    ),
+    "fedcref local-k -1": (
+        _table_npz,
+        FEDCREF_TABLE + ["--local-k", "-1"],
+        "--local-k must be an integer >= 2, got -1",
+    ),
+    "fedcref local-k 0": (
+        _table_npz,
+        FEDCREF_TABLE + ["--local-k", "0"],
+        "--local-k must be an integer >= 2, got 0",
+    ),
+    "fedcref local-k not an integer": (
+        _table_npz,
+        FEDCREF_TABLE + ["--local-k", "1e12"],
+        "--local-k: expected an integer K >= 2 or auto, got '1e12'",
+    ),
+    "fedcref local-k in capitals": (
+        _table_npz,
+        FEDCREF_TABLE + ["--local-k", "AUTO"],
+        "--local-k: expected an integer K >= 2 or auto, got 'AUTO'",
+    ),
+    "fedcref local-k 2.0": (
+        _table_npz,
+        FEDCREF_TABLE + ["--local-k", "2.0"],
+        "--local-k: expected an integer K >= 2 or auto, got '2.0'",
     ),
     "fedhire eta 0": (_nothing, FEDHIRE + ["--eta", "0"], "--eta must be in (0, inf)"),
     "fedhire k0 ratio 0": (_nothing, FEDHIRE + ["--k0-ratio", "0"], "--k0-ratio must be in"),

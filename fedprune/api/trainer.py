@@ -27,7 +27,7 @@ from fedprune.data.tables import ClientTable, read_table_npz, write_table_npz
 from fedprune.data.user import read_npz, write_npz
 from fedprune.data.user_images import ImageClients, read_images_npz, write_images_npz
 from fedprune.data.windows import WindowedDataset
-from fedprune.errors import ConfigError, DataError
+from fedprune.errors import ConfigError, DataError, FedpruneError
 from fedprune.methods import Method
 from fedprune.models.user import UserModel
 from fedprune.runs import names
@@ -160,7 +160,7 @@ class Trainer:
         """
         try:
             return self._run(out, data_dir, progress, workers)
-        except ConfigError as err:
+        except FedpruneError as err:
             if self.spelling != "python":
                 raise
             raise python_error(err, type(self.config)) from None

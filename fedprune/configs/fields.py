@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from fedprune.checks import Rule, check_fields
-from fedprune.errors import ConfigError
+from fedprune.checks import Rule, check_fields, option
+from fedprune.errors import ConfigError, FedpruneError
 
 
 def param(
@@ -63,6 +63,7 @@ def _number_tuple(kind: type, words: str, length: int | None) -> Callable[[str],
             raise ValueError(f"expected {length} values, got {text!r}")
         return values
 
+    parse.length = length  # what check_tuples asks of a value given in Python
     return parse
 
 
@@ -88,12 +89,29 @@ class Config:
 
     def __post_init__(self) -> None:
         unused = self.unused_fields()
+        self._check_tuples(unused)
         check_fields(
             (flag_of(f), getattr(self, f.name), f.metadata["rule"])
             for f in dataclasses.fields(self)
             if f.metadata.get("rule") is not None and f.name not in unused
         )
         self.check()
+
+    def _check_tuples(self, unused: frozenset[str]) -> None:
+        """A field the command line reads as comma-separated numbers (``--ft-epochs 3,25``,
+        ``--label-noise 0.4,0.3``) holds a tuple (a list given in Python becomes one) of
+        as many values as the option takes; the values themselves are the rule's."""
+        for f in dataclasses.fields(self):
+            parse, value = f.metadata.get("parse"), getattr(self, f.name)
+            if value is None or f.name in unused or not hasattr(parse, "length"):
+                continue
+            if isinstance(value, list):
+                value = tuple(value)
+                self._set(f.name, value)
+            length = parse.length
+            if not isinstance(value, tuple) or (length is not None and len(value) != length):
+                count = f"{length} values" if length is not None else "one value or more"
+                raise ConfigError(f"{option(flag_of(f))} must be a tuple of {count}, got {value!r}")
 
     def unused_fields(self) -> frozenset[str]:
         """Fields this configuration does not use (so their rules are not applied), e.g.
@@ -224,6 +242,6 @@ def in_python_terms(message: str, config_class: type[Config]) -> str:
     )
 
 
-def python_error(error: ConfigError, config_class: type[Config]) -> ConfigError:
+def python_error(error: FedpruneError, config_class: type[Config]) -> FedpruneError:
     """``error`` (of the same class) with its line :func:`in_python_terms`."""
     return type(error)(in_python_terms(str(error), config_class))
