@@ -6,6 +6,9 @@ STAMP  := $(VENV)/.installed
 SHARED_DATA := $(abspath ../shared/data)
 # Real data for tests and benchmarks: $FEDPRUNE_DATA_DIR, else ../shared/data when present.
 export FEDPRUNE_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
+# a reproduction fetches the datasets it lacks (with their checksums) into the data folder,
+# ./data unless FEDPRUNE_DATA_DIR names one; downloads never create that folder, so make does
+REPRODUCE = mkdir -p "$(or $(FEDPRUNE_DATA_DIR),data)" && $(BIN)/fedprune reproduce
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-fast test-stacked lint format bench reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick reproduce-score-ablation reproduce-score-ablation-quick reproduce-phases reproduce-phases-quick reproduce-finetune reproduce-finetune-quick reproduce-noniid reproduce-noniid-quick reproduce-ascfl reproduce-ascfl-quick reproduce-fedhire reproduce-fedhire-quick reproduce-autok reproduce-autok-quick clean
@@ -53,58 +56,58 @@ bench: install ## distance to the hardware (FLOPs, peak, zero-overhead bound, ru
 	$(BIN)/python experiments/bench_fedhire.py
 
 reproduce-table2: install ## the paper's Table 2 on real data, 5 seeds -> results/table2.{md,csv,png}
-	$(BIN)/fedprune reproduce table2 --jobs auto
+	$(REPRODUCE) table2 --jobs auto
 
 reproduce-table2-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce table2 --quick --jobs auto
+	$(REPRODUCE) table2 --quick --jobs auto
 
 reproduce-fedcref: install ## FedCRef Tables 5-6 + Figure 8 on MNIST/Fashion/KMNIST, 5 seeds -> results/fedcref_*
-	$(BIN)/fedprune reproduce fedcref --jobs auto
+	$(REPRODUCE) fedcref --jobs auto
 
 reproduce-fedcref-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce fedcref --quick --jobs auto
+	$(REPRODUCE) fedcref --quick --jobs auto
 
 reproduce-score-ablation: install ## CA-AFP score ablation, Tables 3/4/8: 42 runs -> results/score_ablation.*
-	$(BIN)/fedprune reproduce score-ablation --jobs auto
+	$(REPRODUCE) score-ablation --jobs auto
 
 reproduce-score-ablation-quick: install ## the same (the paper's study is one seed already)
-	$(BIN)/fedprune reproduce score-ablation --quick --jobs auto
+	$(REPRODUCE) score-ablation --quick --jobs auto
 
 reproduce-phases: install ## CA-AFP phase sensitivity, Figure 2/Table 7, WISDM, 3 seeds -> results/phases.*
-	$(BIN)/fedprune reproduce phases --jobs auto
+	$(REPRODUCE) phases --jobs auto
 
 reproduce-phases-quick: install ## the same, one seed and a smaller grid
-	$(BIN)/fedprune reproduce phases --quick --jobs auto
+	$(REPRODUCE) phases --quick --jobs auto
 
 reproduce-finetune: install ## fine-tuning study, Figure 3/Table 9, WISDM, 5 seeds -> results/finetune.*
-	$(BIN)/fedprune reproduce finetune --jobs auto
+	$(REPRODUCE) finetune --jobs auto
 
 reproduce-finetune-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce finetune --quick --jobs auto
+	$(REPRODUCE) finetune --quick --jobs auto
 
 reproduce-noniid: install ## non-IID robustness, Figure 4/Table 10, WISDM, 5 seeds -> results/noniid.*
-	$(BIN)/fedprune reproduce noniid --jobs auto
+	$(REPRODUCE) noniid --jobs auto
 
 reproduce-noniid-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce noniid --quick --jobs auto
+	$(REPRODUCE) noniid --quick --jobs auto
 
 reproduce-autok: install ## K chosen from the data against the papers' fixed K, 5 seeds -> results/autok.*
-	$(BIN)/fedprune reproduce autok --jobs auto
+	$(REPRODUCE) autok --jobs auto
 
 reproduce-autok-quick: install ## the same with one seed
-	$(BIN)/fedprune reproduce autok --quick --jobs auto
+	$(REPRODUCE) autok --quick --jobs auto
 
 reproduce-ascfl: install ## AS-CFL vs CFL/IFCA/FedAvg, sweep, ablation (scaled), 3 seeds -> results/ascfl.*
-	$(BIN)/fedprune reproduce ascfl --jobs auto
+	$(REPRODUCE) ascfl --jobs auto
 
 reproduce-ascfl-quick: install ## the same: seed 0, MNIST main comparison + rotation-only run
-	$(BIN)/fedprune reproduce ascfl --quick --jobs auto
+	$(REPRODUCE) ascfl --quick --jobs auto
 
 reproduce-fedhire: install ## Fed-HIRE Tables 3-4, both partitions, 10 seeds (680 runs) -> results/fedhire.*
-	$(BIN)/fedprune reproduce fedhire --jobs auto
+	$(REPRODUCE) fedhire --jobs auto
 
 reproduce-fedhire-quick: install ## the same: Table 3 only, 3 seeds
-	$(BIN)/fedprune reproduce fedhire --quick --jobs auto
+	$(REPRODUCE) fedhire --quick --jobs auto
 
 clean: ## remove caches and build outputs (keeps .venv, runs/ and data/)
 	rm -rf .pytest_cache .ruff_cache build *.egg-info

@@ -94,6 +94,19 @@ def test_api_page_blocks_run_in_order(fixture_data, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_the_readme_python_example_runs_and_writes_a_device_file(tmp_path, monkeypatch):
+    (block,) = python_blocks(REPO / "README.md")
+    assert len(block.strip().splitlines()) <= 7  # the first screen's example stays short
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md's Python example", "exec"), {"__name__": "__readme__"})  # noqa: S102
+    summary = json.loads((tmp_path / "runs/mine/summary.json").read_text())
+    assert summary["rounds"] == 2
+    report = json.loads((tmp_path / "export/mine/export_report.json").read_text())
+    assert {e["format"] for e in report} == {"int8"} and len(report) == 2  # clients 1 and 2
+    assert (tmp_path / "export/mine/client1/int8.tflite").stat().st_size > 0
+
+
+@pytest.mark.slow
 def test_caafp_own_model_example(fixture_data, tmp_path):
     example = load_example("caafp_own_model")
     out = example.main(["--quick", "--out", str(tmp_path / "run")])
