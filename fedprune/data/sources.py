@@ -313,7 +313,9 @@ def verify_download(path: Path, download: Download, target: Path) -> None:
             "the download is corrupt or the archive changed upstream"
         )
     if download.sha256 is None and not record.exists():
-        record.write_text(f"{actual}  {target.name}\n")
+        from fedprune.runs.files import write_text  # runs imports data: not at module level
+
+        write_text(record, f"{actual}  {target.name}\n")
         print(
             f"no published checksum for {target.name}; recorded sha256 {actual} in {record}",
             file=sys.stderr,

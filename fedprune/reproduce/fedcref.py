@@ -22,6 +22,7 @@ import numpy as np
 from fedprune.reproduce import runner
 from fedprune.reproduce.intervals import against, mean_ci
 from fedprune.runs import names
+from fedprune.runs.files import atomic_file, write_figure, write_text
 from fedprune.runs.finished import finished_summary
 from fedprune.runs.run_dir import read_metrics
 
@@ -159,11 +160,11 @@ def write_markdown(table: list[dict], path: Path, seeds: list[int], quick: bool)
             f"{_f(r['paper_isolated_end'], '.1f')}) | {_f(r['iterations'], '.1f')} | "
             f"{_f(r['wall_s'], '.0f')} |"
         )
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def write_csv(table: list[dict], path: Path) -> None:
-    with open(path, "w", newline="") as f:
+    with atomic_file(path, text=True) as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(table)
@@ -214,7 +215,7 @@ def plot_iterations(out: Path, seeds: list[int], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_figure(path, fig, dpi=120)
     plt.close(fig)
 
 

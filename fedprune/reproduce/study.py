@@ -32,6 +32,7 @@ import numpy as np
 from fedprune.data import sources
 from fedprune.errors import ConfigError, DataError
 from fedprune.reproduce import runner
+from fedprune.runs.files import atomic_file, write_figure, write_text
 from fedprune.runs.finished import is_finished, open_finished
 
 # the papers' values (package data, so that the studies work from an installed wheel)
@@ -300,8 +301,7 @@ def data_files(datasets: Sequence[str], data_dir: str | None) -> list[tuple[str,
         if name in uci_tabular.TABULAR_NAMES:
             folder = sources.require_data_dir(data_dir)
             paths += [
-                sources.locate_source(source, folder)
-                for source in uci_tabular.file_sources(name)
+                sources.locate_source(source, folder) for source in uci_tabular.file_sources(name)
             ]
         elif name in images.NAMES:
             folder = sources.require_data_dir(data_dir)
@@ -326,7 +326,7 @@ def _cell(value: object, percent: bool) -> str:
 
 def write_csv(table: list[dict], path: Path) -> None:
     columns = list(dict.fromkeys(k for row in table for k in row))
-    with open(path, "w", newline="") as f:
+    with atomic_file(path, text=True) as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(table)
@@ -379,7 +379,7 @@ def figure(path: Path, ncols: int = 1, **subplots: object) -> Iterator[tuple[obj
     try:
         yield fig, axes
         fig.tight_layout()
-        fig.savefig(path, dpi=120)
+        write_figure(path, fig, dpi=120)
     finally:
         plt.close(fig)
 
@@ -475,7 +475,7 @@ def write_markdown(
         "Data files used:",
         *[f"* `{p}` sha256 `{h}`" for p, h in files],
     ]
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def reproduce(

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.reproduce import runner, study
+from fedprune.runs.files import atomic_file, write_figure, write_text
 from fedprune.runs.finished import finished_summary, open_finished
 
 PAPER_VALUES = Path(__file__).resolve().parent / "paper_values" / "table2_paper.csv"
@@ -192,7 +193,7 @@ def _float(text: str | None) -> float | None:
 
 
 def write_csv(table: list[dict], path: Path) -> None:
-    with open(path, "w", newline="") as f:
+    with atomic_file(path, text=True) as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in table)
@@ -260,7 +261,7 @@ def write_markdown(
         "bytes; the payload is the encoded size (bitmask + values). docs/caafp.md compares "
         "them with the paper per kind.",
     ]
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -297,7 +298,7 @@ def write_leak(ordered: list[dict], leaking: list[dict], path: Path) -> None:
             f"| {_pct(other['avg_acc_mean'])} | {leak:+.2f} | {_pct(r['fairness_mean'])} "
             f"| {_pct(other['fairness_mean'])} |"
         )
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def plot(table: list[dict], path: Path) -> None:
@@ -332,7 +333,7 @@ def plot(table: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[-1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_figure(path, fig, dpi=120)
     plt.close(fig)
 
 

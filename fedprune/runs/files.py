@@ -111,6 +111,14 @@ def write_bytes(path: Path, content: bytes) -> None:
         f.write(content)
 
 
+def write_figure(path: str | os.PathLike, figure: Any, dpi: int) -> None:
+    """A matplotlib ``figure`` into ``path`` (its format from the suffix, PNG without one),
+    atomically (:func:`atomic_file`)."""
+    path = Path(path)
+    with atomic_file(path) as f:
+        figure.savefig(f, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, text: bool = False) -> Iterator[IO]:
     """``with atomic_file(path) as f:`` ``f`` writes a new temporary file beside ``path``

@@ -26,7 +26,7 @@ from pathlib import Path
 from fedprune.errors import ConfigError, DataError
 from fedprune.runs import names
 from fedprune.runs.events import STEP_COLUMNS, step_column
-from fedprune.runs.files import atomic_file
+from fedprune.runs.files import write_figure
 from fedprune.runs.run_dir import read_metrics
 
 PLOT = "curves.png"
@@ -196,8 +196,7 @@ def plot_runs(runs: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with atomic_file(out) as f:
-            fig.savefig(f, format="png", dpi=110)
+        write_figure(out, fig, dpi=110)
     finally:
         plt.close(fig)
     return out
