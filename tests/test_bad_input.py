@@ -626,6 +626,30 @@ CASES = {
         CAAFP + ["--clients-per-round", "2", "--block", "100000"],
         "--block must be at most 2048 (the fan-in of dense, the longest kernel pruned), got",
     ),
+    "structure unknown": (
+        _nothing,
+        CAAFP + ["--structure", "channels"],
+        "argument --structure: invalid choice: 'channels'",
+    ),
+    "structure without masked rounds": (
+        _nothing,
+        CAAFP + ["--structure", "filters"],
+        "--structure filters: caafp with --phases 1,0,0 trains no masked rounds",
+    ),
+    "structure with blocks": (
+        _nothing,
+        CAAFP
+        + ["--phases", "0,0,2", "--prune-frequency", "1", "--structure", "filters"]
+        + ["--block", "16"],
+        "--structure filters removes whole filters and units, --block 16 blocks of weights",
+    ),
+    "structure of the classifier only": (
+        _nothing,
+        CAAFP
+        + ["--phases", "0,0,2", "--prune-frequency", "1", "--structure", "filters"]
+        + ["--prune-layers", "probs", "--clients-per-round", "3"],
+        "--structure filters: none of the pruned kernels has outputs another pruned kernel",
+    ),
     "rounds 1e20": (_nothing, FEDAVG + ["--rounds", "1e20"], "--rounds: invalid int value: '1e20'"),
     "rounds beyond any count": (
         _nothing,
