@@ -45,6 +45,7 @@ from fedprune.errors import ConfigError
 from fedprune.runs import RunDir, names, recorded_config
 from fedprune.runs.assigner import Assigner, normalization
 from fedprune.runs.deploy import DeployManifest
+from fedprune.runs.files import write_npz
 
 
 def load_federation(
@@ -121,10 +122,12 @@ def run_clustering(
     scores = {} if truth is None else metrics.evaluate(np.concatenate(truth), y_pred)
     if scores:
         run.append_metrics({"step": 1, **{k: round(v, 6) for k, v in scores.items()}})
-    np.savez(
+    write_npz(
         run.path / names.LABELS,
-        **{f"client{i}": p for i, p in enumerate(predicted)},
-        **{f"rows{i}": r for i, r in enumerate(split.rows)},
+        {
+            **{f"client{i}": p for i, p in enumerate(predicted)},
+            **{f"rows{i}": r for i, r in enumerate(split.rows)},
+        },
     )
     deploy = {}
     if result.assigner is not None:
