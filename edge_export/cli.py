@@ -26,7 +26,8 @@ from edge_export.formats import (
     DEFAULT_FORMATS,
     FORMATS,
 )
-from fedprune.errors import DataError, FedpruneError
+from edge_export.micro.targets import TARGETS as MICRO_TARGETS
+from fedprune.errors import ConfigError, DataError, FedpruneError
 from fedprune.quiet import quiet_environment
 from fedprune.runs.files import staged_folder
 from fedprune.runs.lock import LOCK_FILE, FolderLock
@@ -90,6 +91,26 @@ def build_parser() -> argparse.ArgumentParser:
         "tensor arena plus headroom and a function registering its ops, test vectors from the "
         "client's test windows, and a main.cc/Makefile that builds and checks them on the "
         "host: make TFLM_DIR=<tflm tree>); int8 is added if none of them is listed",
+    )
+    parser.add_argument(
+        "--target",
+        choices=MICRO_TARGETS,
+        default=None,
+        help="--micro: what the projects' Makefiles build for by default (make TARGET=... "
+        "chooses another): host, or a Cortex-M core with Arm's CMSIS-NN kernels (default: host)",
+    )
+    parser.add_argument(
+        "--tflm-dir",
+        default=None,
+        help="--micro: a TFLite Micro source tree; each project is then built and run: on the "
+        "host, or for a Cortex-M --target under QEMU with CMSIS-NN and reference kernels (flash, "
+        "RAM and instructions per inference in the report; needs --cmsis-dir)",
+    )
+    parser.add_argument(
+        "--cmsis-dir",
+        default=None,
+        help="--tflm-dir with a Cortex-M --target: the folder with kernels/, cmsis_nn/, cmsis/ "
+        "(TFLM's CMSIS-NN kernels, CMSIS-NN, the CMSIS core headers)",
     )
     parser.add_argument(
         "--qat-epochs",
@@ -178,6 +199,21 @@ def _error(message: str) -> int:
     return 2
 
 
+def _micro_target(args: argparse.Namespace) -> object:
+    """``--target``, ``--tflm-dir``, ``--cmsis-dir`` as a checked
+    :class:`edge_export.micro.cortex_m.MicroTarget` (``None`` without them)."""
+    from edge_export.micro.cortex_m import MicroTarget
+
+    if args.target is None and args.tflm_dir is None and args.cmsis_dir is None:
+        return None
+    if not args.micro:
+        raise ConfigError("--target, --tflm-dir and --cmsis-dir are options of --micro")
+    tflm, cmsis = (Path(v) if v else None for v in (args.tflm_dir, args.cmsis_dir))
+    target = MicroTarget(args.target or "host", tflm, cmsis)
+    target.check()
+    return target
+
+
 def _export(args: argparse.Namespace) -> int:
     """Check every input, then import TensorFlow, export, verify and print the report."""
     from edge_export.assigner import is_assigner_run
@@ -185,6 +221,7 @@ def _export(args: argparse.Namespace) -> int:
     from edge_export.run_models import read_deployed
     from fedprune.runs.finished import open_finished
 
+    micro_target = _micro_target(args)
     finished = open_finished(args.run_dir)
     if is_assigner_run(finished):  # an older clustering run: one line, train it again
         return _export_assigners(args, finished)
@@ -196,7 +233,7 @@ def _export(args: argparse.Namespace) -> int:
     with FolderLock(out, "--out"):  # one process writes a folder at a time
         replaced = earlier_export(out, args.overwrite)
         with staged_folder(out, replaced, REPORTS) as stage:  # all files, or none
-            report = _export_into(args, finished, stage, models, deployed, formats)
+            report = _export_into(args, finished, stage, models, deployed, formats, micro_target)
     print(report, end="")
     return 0
 
@@ -208,6 +245,7 @@ def _export_into(
     models: object,
     deployed: object,
     formats: list[str],
+    micro_target: object = None,
 ) -> str:
     """Export ``finished``'s models (``models``: a community run's autoencoders, else
     ``None``; ``deployed``: the personal models' manifest) into ``out``, which this process
@@ -245,6 +283,7 @@ def _export_into(
         input_scaling=args.input_scaling,
         logit_range=args.logit_range,
         calibration=args.calibration,
+        micro_target=micro_target,
     )
     return report_markdown(entries)
 

@@ -31,6 +31,7 @@ from edge_export.calibration import (
 from edge_export.convert import FLOAT_HEAD, sparse_tensors, to_tflite
 from edge_export.formats import MICRO_FORMATS
 from edge_export.micro import export_micro_project
+from edge_export.micro.cortex_m import MicroTarget, cortex_m_markdown
 from edge_export.prepare import (
     Prepared,
     device_normalization,
@@ -117,6 +118,7 @@ def export_run(
     input_scaling: str = "per-channel",
     logit_range: str = "decision",
     calibration: str = "auto",
+    micro_target: MicroTarget | None = None,
 ) -> list[dict]:
     """Export, verify and report; returns the report entries.
 
@@ -187,7 +189,7 @@ def export_run(
                 for row, value in zip(rows, predicted):
                     row[fmt] = int(value)
                 if micro and fmt in MICRO_FORMATS:
-                    entry.update(_micro(out, entry, client, prepared))
+                    entry.update(_micro(out, entry, client, prepared, micro_target))
                 entries.append(entry)
                 bar.update()
             predictions.extend(rows)
@@ -330,9 +332,13 @@ def device_columns(content: bytes, x: np.ndarray, predictions: np.ndarray) -> di
     return fields
 
 
-def _micro(out: Path, entry: dict, client: ClientData, prepared: Prepared) -> dict:
+def _micro(
+    out: Path, entry: dict, client: ClientData, prepared: Prepared, target: MicroTarget | None
+) -> dict:
     """The TFLite Micro project of an exported file (``client<ID>/micro_<format>/``: model
-    files, test vectors from the client's test windows, host build), and its report fields."""
+    files, test vectors from the client's test windows, host and Cortex-M builds), and its
+    report fields (with ``target.tflm_dir``: its builds' too, :class:`MicroTarget`)."""
+    target = target or MicroTarget()
     path = out / entry["path"]
     content = path.read_bytes()
     meta = json.loads(path.with_suffix(".json").read_text())
@@ -340,11 +346,12 @@ def _micro(out: Path, entry: dict, client: ClientData, prepared: Prepared) -> di
     project = export_micro_project(
         content, path.parent / f"micro_{fmt}", f"client{entry['client']}_{fmt}",
         prepared.inputs(client.x_test), meta["labels"], client.y_test, meta["normalization"],
-        title=f"client {entry['client']}'s {entry['format']} model",
+        title=f"client {entry['client']}'s {entry['format']} model", target=target.target,
     )  # fmt: skip
     latency = {} if project.latency_ms is None else {"micro_latency_ms": project.latency_ms}
     return {
         **latency,
+        **target.measure(project.folder, project.ident),
         "micro_path": str(project.source.relative_to(out)),
         "micro_project": str(project.folder.relative_to(out)),
         "micro_ops": project.ops,
@@ -374,7 +381,7 @@ def report_markdown(entries: Sequence[dict]) -> str:
     )
     return (
         head + rows + summary_markdown(entries) + budget_markdown(entries)
-        + device_notes(entries)
+        + cortex_m_markdown(entries) + device_notes(entries)
     )  # fmt: skip
 
 

@@ -32,6 +32,13 @@ from edge_export.micro.sources import CXX_FLAGS, INCLUDE_DIRS, LIBS, LINK_FLAGS
 from edge_export.micro.sources import OPTIMIZATION_FLAGS as OPT_FLAGS
 
 JOBS = 2
+# what the generated Makefile reads from the environment too
+MAKE_VARIABLES = (
+    "TFLM_DIR", "TFLM_LIB", "BUILD_DIR", "OPTFLAGS", "CXXFLAGS", "CFLAGS", "LDFLAGS", "TARGET",
+    "KERNELS", "CMSIS_DIR", "CMSIS_NN_DIR", "CMSIS_CORE_DIR", "CMSIS_KERNELS_DIR",
+    "CROSS_COMPILE", "FLASH_ORIGIN", "FLASH_SIZE", "RAM_ORIGIN", "RAM_SIZE", "STACK_SIZE",
+    "SEMIHOSTING", "QEMU", "QEMU_MACHINE",
+)  # fmt: skip
 
 
 class MicroBuildError(RuntimeError):
@@ -112,7 +119,7 @@ def _run(command: Sequence[str], cwd: Path | None = None, env: dict | None = Non
 def _make_env() -> dict:
     """The environment for make, without variables the project's Makefile reads."""
     env = dict(os.environ)
-    for name in ("TFLM_DIR", "TFLM_LIB", "BUILD_DIR", "OPTFLAGS", "CXXFLAGS", "LDFLAGS"):
+    for name in MAKE_VARIABLES:
         env.pop(name, None)
     return env
 
@@ -131,17 +138,21 @@ def tree_fingerprint(tflm_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def cache_keys(project: Path, tflm_dir: Path) -> tuple[str, str]:
-    """The cache keys of a project's TFLM build: (objects: tree, compiler and flags; archive:
-    those and the op set's sources)."""
+def cache_keys(
+    project: Path, tflm_dir: Path, variables: Sequence[str] = (), trees: Sequence[Path] = ()
+) -> tuple[str, str]:
+    """The cache keys of a project's TFLM build: (objects: trees, compiler and flags; archive:
+    those and the op set's sources). ``variables``: make variables of the build
+    (``TARGET=cortex-m4``, ``CMSIS_DIR=...``); ``trees``: source folders besides the TFLM tree."""
     make = _tool("make")
-    config = _run([make, "-s", "-C", str(project), f"TFLM_DIR={tflm_dir}", "tflm-config"],
-                  env=_make_env())  # fmt: skip
+    config = _run([make, "-s", "-C", str(project), f"TFLM_DIR={tflm_dir}", *variables,
+                   "tflm-config"], env=_make_env())  # fmt: skip
     flags, sources = (config.splitlines() + [""])[:2]
     compiler = flags.split()[0]
     version = _run([compiler, "--version"]).splitlines()[0]
     objects = hashlib.sha256()
-    for part in (tree_fingerprint(tflm_dir), version, flags):
+    fingerprints = [tree_fingerprint(Path(tree)) for tree in (tflm_dir, *trees)]
+    for part in (*fingerprints, version, flags):
         objects.update(part.encode() + b"\0")
     archive = objects.copy()
     archive.update(sources.encode() + b"\0")
@@ -161,15 +172,21 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def tflm_library(
-    project: Path, tflm_dir: Path, cache_dir: Path | None = None, jobs: int = JOBS
+    project: Path,
+    tflm_dir: Path,
+    cache_dir: Path | None = None,
+    jobs: int = JOBS,
+    variables: Sequence[str] = (),
+    trees: Sequence[Path] = (),
 ) -> tuple[Path, float, bool]:
-    """The project's TFLM sources compiled into the shared object folder (only what is not
-    there yet) and archived as ``<cache>/<key>/libtflm.a``: (archive, seconds, whether that
-    archive was there already)."""
+    """The project's TFLM sources (and, for ``KERNELS=cmsis-nn``, CMSIS-NN's) compiled into the
+    shared object folder (only what is not there yet) and archived as
+    ``<cache>/<key>/libtflm.a``: (archive, seconds, whether that archive was there already).
+    ``variables`` and ``trees`` as for :func:`cache_keys`."""
     tflm_dir = Path(tflm_dir).resolve()
     project = Path(project).resolve()
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    objects_key, archive_key = cache_keys(project, tflm_dir)
+    objects_key, archive_key = cache_keys(project, tflm_dir, variables, trees)
     objects = (cache / f"objects-{objects_key}").resolve()
     archive = (cache / archive_key / "libtflm.a").resolve()
     start = time.perf_counter()
@@ -179,7 +196,7 @@ def tflm_library(
             # the object folder's own archive may hold another op set: make it anew
             (objects / "libtflm.a").unlink(missing_ok=True)
             make = [_tool("make"), "-C", str(project), f"TFLM_DIR={tflm_dir}"]
-            _run([*make, f"BUILD_DIR={objects}", f"-j{jobs}", "lib"], env=_make_env())
+            _run([*make, *variables, f"BUILD_DIR={objects}", f"-j{jobs}", "lib"], env=_make_env())
             archive.parent.mkdir(parents=True, exist_ok=True)
             os.replace(objects / "libtflm.a", archive)  # complete, or not there at all
     return archive, time.perf_counter() - start, cached

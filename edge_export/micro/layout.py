@@ -21,6 +21,11 @@ class MicroProject:
     # median ms of one invoke of the TFLite Micro Python interpreter (reference kernels) on
     # this host over the test vectors; None without tflite-micro
     latency_ms: float | None = None
+    # ops registered with their int8-only kernel variants (model.INT8_REGISTRATIONS)
+    int8_ops: tuple[str, ...] = ()
+    target: str = "host"  # the Makefile's default TARGET (targets.TARGETS)
+    # the test vectors' class counts, in label order (None: classes unknown)
+    class_counts: tuple[int, ...] | None = None
 
     @property
     def arena_size(self) -> int:

@@ -8,10 +8,13 @@
   file takes and gives float32: it has none, and a float tolerance instead), and
   ``client3_int8_register_ops(resolver)``, which adds exactly the model's ops. Every name
   carries the identifier, so several models link into one firmware.
-* ``test_vectors.h``: the first (up to 16) test windows in the model's input type, and the
-  outputs the TFLite Micro interpreter gives them with the same arena size.
-* ``main.cc``, ``Makefile``, ``README.md``: a host program that runs the test vectors and
-  prints ``matched K of N`` (:mod:`edge_export.micro.host`).
+* ``test_vectors.h``: up to 16 test windows, stratified by class, in the model's input type,
+  and the outputs the TFLite Micro interpreter gives them with the same arena size.
+* ``main.cc``, ``Makefile``, ``README.md``: a program that runs the test vectors and prints
+  ``matched K of N``, for the host or a Cortex-M core (:mod:`edge_export.micro.host`,
+  :mod:`edge_export.micro.makefile`).
+* ``startup_cortex_m.c``, ``cortex_m.ld.in``, ``board_cortex_m.c``, ``firmware.cc``: the
+  Cortex-M build's own files and its deployment program (:mod:`edge_export.micro.device`).
 """
 
 from __future__ import annotations
@@ -34,19 +37,24 @@ from edge_export.micro.c_array import (
     normalization_c,
     string_literal,
 )
+from edge_export.micro.device import write_device_files
 from edge_export.micro.host import write_host_files
 from edge_export.micro.layout import MicroProject
 from edge_export.micro.model import (
+    INT8_REGISTRATIONS,
     RESOLVER_METHODS,
     arena_headroom,
     arena_upper_bound,
     check_micro_compatible,
     headroom_rule,
+    int8_only_ops,
     measure_arena,
     quantize_input,
     reference_outputs,
     timed_micro_outputs,
 )
+from edge_export.micro.targets import HOST, TARGETS
+from fedprune.errors import ConfigError
 
 TEST_VECTORS = 16  # test windows written to test_vectors.h (fewer if the client has fewer)
 # main.cc: a float probability matches when it is this close to the expected one
@@ -88,6 +96,24 @@ def _tensors(model_content: bytes) -> _Tensors:
     )
 
 
+def stratified_windows(true_classes: Sequence[int] | None, total: int, wanted: int) -> list[int]:
+    """Indices of the test vectors among ``total`` windows: ``wanted`` of them (more when the
+    client has more classes), taken in turn from each class present, in class order, each
+    class's windows in their order; every class present gets one when there are more classes
+    than ``wanted``. Without classes: the first ``wanted`` windows."""
+    if true_classes is None:
+        return list(range(min(wanted, total)))
+    classes = np.asarray(true_classes[:total])
+    by_class = [list(np.flatnonzero(classes == c)) for c in sorted(set(classes.tolist()))]
+    count = min(max(wanted, len(by_class)), total)
+    chosen: list[int] = []
+    while len(chosen) < count:
+        for indices in by_class:
+            if indices and len(chosen) < count:
+                chosen.append(int(indices.pop(0)))
+    return sorted(chosen)
+
+
 def export_micro_project(
     model_content: bytes,
     folder: Path,
@@ -98,21 +124,28 @@ def export_micro_project(
     normalization: dict | None = None,
     title: str = "a model",
     test_vectors: int = TEST_VECTORS,
+    target: str = HOST,
 ) -> MicroProject:
     """Check the model, measure its arena and write the project into ``folder``.
 
     ``windows``: test windows as the model's float input takes them (after the same
-    preparation as the exported file); the first ``test_vectors`` become the test vectors,
-    quantized with the model's input scale (kept float32 for a float input).
-    ``true_classes``: their labels' indices.
+    preparation as the exported file); ``test_vectors`` of them, stratified by class
+    (:func:`stratified_windows`), become the test vectors, quantized with the model's input
+    scale (kept float32 for a float input).
+    ``true_classes``: the windows' labels' indices.
     ``normalization``: the per-channel map raw sensor values need first (``None``: none).
-    ``name`` becomes the C identifier every symbol carries (``client3_int8``)."""
+    ``name`` becomes the C identifier every symbol carries (``client3_int8``).
+    ``target``: what a plain ``make`` builds for (``host``, ``cortex-m4``, ...; the ``TARGET``
+    make variable chooses another)."""
+    if target not in TARGETS:
+        raise ConfigError(f"--target must be one of {', '.join(TARGETS)}, not {target!r}")
     ident = c_identifier(name)
     ops = check_micro_compatible(model_content)
     tensors = _tensors(model_content)
-    count = min(test_vectors, len(windows))
+    chosen = stratified_windows(true_classes, len(windows), test_vectors)
+    count = len(chosen)
     # in the model's input type: quantized, or unchanged for a float32 input
-    inputs = quantize_input(model_content, np.asarray(windows[:count], np.float32))
+    inputs = quantize_input(model_content, np.asarray(windows, np.float32)[chosen])
     sample = inputs[:1] if count else np.zeros(tensors.input_shape, tensors.input_dtype)
     measured = measure_arena(model_content, sample)
     minimum = measured if measured is not None else arena_upper_bound(model_content)
@@ -133,16 +166,40 @@ def export_micro_project(
         test_vectors=count,
         expected_by=expected_by,
         latency_ms=latency_ms,
+        int8_ops=tuple(int8_only_ops(model_content)),
+        target=target,
+        class_counts=_class_counts(true_classes, chosen, len(labels)),
     )
     folder.mkdir(parents=True, exist_ok=True)
     project.header.write_text(_header(project, tensors, labels, normalization, title))
     project.source.write_text(_source(project, model_content))
-    truth = list(true_classes[:count]) if true_classes is not None else [-1] * count
+    truth = [int(true_classes[k]) for k in chosen] if true_classes is not None else [-1] * count
     (folder / "test_vectors.h").write_text(
-        _test_vectors(project, tensors, inputs, expected, truth, title)
+        _test_vectors(project, tensors, inputs, expected, truth, title, chosen)
     )
     write_host_files(project, tensors.input_dtype, title, tensors.output_dtype)
+    write_device_files(project, _is_float(tensors.input_dtype), _is_float(tensors.output_dtype))
     return project
+
+
+def _class_counts(
+    true_classes: Sequence[int] | None, chosen: list[int], labels: int
+) -> tuple[int, ...] | None:
+    if true_classes is None:
+        return None
+    picked = [int(true_classes[k]) for k in chosen]
+    return tuple(picked.count(c) for c in range(labels))
+
+
+def _ranges(indices: list[int]) -> str:
+    """``[0, 1, 2, 7]`` as ``0-2, 7``."""
+    parts: list[str] = []
+    for k in indices:
+        if parts and parts[-1].split("-")[-1] == str(k - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{k}"
+        else:
+            parts.append(str(k))
+    return ", ".join(parts) or "none"
 
 
 def _guard(kind: str, ident: str) -> str:
@@ -305,8 +362,13 @@ def _input_function(ident: str, input_dtype: np.dtype, mapped: bool) -> str:
 
 def _source(project: MicroProject, model_content: bytes) -> str:
     i = project.ident
+
+    def registration(op: str) -> str:
+        return f"tflite::{INT8_REGISTRATIONS[op]}()" if op in project.int8_ops else ""
+
     adds = "".join(
-        f"  if (resolver.{RESOLVER_METHODS[op]}() != kTfLiteOk) return kTfLiteError;\n"
+        f"  if (resolver.{RESOLVER_METHODS[op]}({registration(op)}) != kTfLiteOk) "
+        "return kTfLiteError;\n"
         for op in project.ops
     )
     return (
@@ -327,6 +389,7 @@ def _test_vectors(
     expected: np.ndarray | None,
     truth: list[int],
     title: str,
+    chosen: list[int] | None = None,
 ) -> str:
     i = project.ident
     count = project.test_vectors
@@ -350,7 +413,8 @@ def _test_vectors(
         return ",\n".join("  {\n" + rows(row) + "\n  }" for row in values)
 
     return (
-        f"// Test vectors of {title}: its first {count} test windows, prepared as for the\n"
+        f"// Test vectors of {title}: {count} of its test windows, taken in turn from each\n"
+        f"// class (windows {_ranges(chosen or [])} of its test set), prepared as for the\n"
         f"// exported file and in the model's input type, and the raw outputs that\n"
         f"// {project.expected_by} gives them\n"
         f"// with an arena of k{i}_arena_size bytes. main.cc checks a build against them.\n"

@@ -75,15 +75,19 @@ OP_SOURCES = {
     op: tuple(f"{_KERNELS}/{name}.cc" for name in names) for op, names in _OP_KERNELS.items()
 }
 
-CXX_FLAGS = (
+# the C++ flags of every TFLM build, and what the host build adds
+TFLM_CXX_FLAGS = (
     "-std=c++17",
     "-fno-rtti",
     "-fno-exceptions",
     "-fno-threadsafe-statics",
     "-DTF_LITE_STATIC_MEMORY",
-    "-DTF_LITE_DISABLE_X86_NEON",
-    "-DTF_LITE_USE_CTIME",
 )
+HOST_DEFINES = ("-DTF_LITE_DISABLE_X86_NEON", "-DTF_LITE_USE_CTIME")
+CXX_FLAGS = (*TFLM_CXX_FLAGS, *HOST_DEFINES)
+C_FLAGS = ("-std=c17", "-DTF_LITE_STATIC_MEMORY")
+# a Cortex-M build: no assert (it pulls in vfprintf and malloc, +6.7 KB)
+CORTEX_M_DEFINES = ("-DNDEBUG", "-DFEDPRUNE_CORTEX_M")
 OPTIMIZATION_FLAGS = ("-O2", "-ffunction-sections", "-fdata-sections")
 LINK_FLAGS = ("-Wl,--gc-sections",)
 LIBS = ("-lm",)
@@ -95,6 +99,33 @@ INCLUDE_DIRS = (
     "third_party/kissfft",
     "third_party/ruy",
 )
+
+
+# TFLM kernel files with a CMSIS-NN variant: kernels/cmsis_nn/<name>.cc replaces
+# kernels/<name>.cc (the _common.cc files stay), as TFLM's ext_libs/cmsis_nn.inc does
+CMSIS_NN_KERNELS = (
+    "add",
+    "batch_matmul",
+    "conv",
+    "depthwise_conv",
+    "fully_connected",
+    "maximum_minimum",
+    "mul",
+    "pad",
+    "pooling",
+    "softmax",
+    "svdf",
+    "transpose",
+    "transpose_conv",
+    "unidirectional_sequence_lstm",
+)
+CMSIS_NN_DEFINES = ("-DCMSIS_NN", "-DARM_NN_ENABLE_F16=0", "-DARM_NN_ENABLE_F32=0")
+
+
+def cmsis_nn_kernels(ops: Sequence[str]) -> list[str]:
+    """The model's kernel files (``conv``, ``pooling``, ...) that CMSIS-NN variants replace."""
+    names = {path.rsplit("/", 1)[1].removesuffix(".cc") for op in ops for path in OP_SOURCES[op]}
+    return sorted(names & set(CMSIS_NN_KERNELS))
 
 
 def tflm_sources(ops: Sequence[str]) -> list[str]:

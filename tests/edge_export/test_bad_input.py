@@ -213,6 +213,24 @@ CASES = {
         ["--out", "TMP/a-file/export"],
         "TMP/a-file is a file, so the folder cannot be made",
     ),
+    "--target without --micro": (
+        _fedavg,
+        _keep,
+        ["--target", "cortex-m4"],
+        "--target, --tflm-dir and --cmsis-dir are options of --micro",
+    ),
+    "--tflm-dir not a TFLM tree": (
+        _fedavg,
+        _keep,
+        ["--micro", "--tflm-dir", "TMP"],
+        "is not a TensorFlow Lite Micro tree",
+    ),
+    "--cmsis-dir without --tflm-dir": (
+        _fedavg,
+        _keep,
+        ["--micro", "--target", "cortex-m4", "--cmsis-dir", "TMP"],
+        "--cmsis-dir needs --tflm-dir",
+    ),
 }
 
 

@@ -97,9 +97,13 @@ def test_the_project_has_its_files(small_project):
         [
             "Makefile",
             "README.md",
+            "board_cortex_m.c",
+            "cortex_m.ld.in",
+            "firmware.cc",
             "main.cc",
             f"model_{IDENT}.cc",
             f"model_{IDENT}.h",
+            "startup_cortex_m.c",
             "test_vectors.h",
         ]
     )
@@ -139,10 +143,32 @@ def test_the_register_function_adds_exactly_the_models_ops(small_project):
 
     project, content, _ = small_project
     source = project.source.read_text()
-    calls = re.findall(r"resolver\.(Add\w+)\(\)", source)
-    assert calls == [RESOLVER_METHODS[op] for op in builtin_ops(content)]
+    calls = re.findall(r"resolver\.(Add\w+)\((?:tflite::(\w+)\(\))?\)", source)
+    assert [method for method, _ in calls] == [RESOLVER_METHODS[op] for op in builtin_ops(content)]
     header = project.header.read_text()
     assert c_constant(header, f"k{IDENT}_op_count") == len(calls)
+    # an int8 model: every op with an int8-only kernel variant registers that variant
+    registered = {op: kernel for op, (_, kernel) in zip(builtin_ops(content), calls)}
+    assert registered["CONV_2D"] == "Register_CONV_2D_INT8"
+    assert registered["FULLY_CONNECTED"] == "Register_FULLY_CONNECTED_INT8"
+    assert registered["SOFTMAX"] == "Register_SOFTMAX_INT8"
+    assert all(kernel == "" for op, kernel in registered.items() if op in ("RESHAPE",))
+
+
+def test_test_vectors_take_every_class_in_turn():
+    from edge_export.micro.project import stratified_windows
+
+    # one client's HAPT test set began with 14 STANDING windows: the first 16 had 3 classes
+    classes = [4] * 14 + [1, 2] + [0] * 10 + [3] * 5 + [4] * 3
+    chosen = stratified_windows(classes, len(classes), 16)
+    picked = [classes[k] for k in chosen]
+    assert len(chosen) == 16 and chosen == sorted(set(chosen))
+    assert set(picked) == {0, 1, 2, 3, 4}
+    assert sorted(picked.count(c) for c in range(5)) == [1, 1, 4, 5, 5]
+    # more classes than wanted: one window of each; none known: the first windows
+    assert len(stratified_windows(list(range(20)), 20, 16)) == 20
+    assert stratified_windows(None, 30, 16) == list(range(16))
+    assert stratified_windows([0, 1], 2, 16) == [0, 1]
 
 
 def test_the_arena_is_the_measured_minimum_plus_the_headroom_rule(small_project):
@@ -289,7 +315,7 @@ def test_project_builds_on_the_host_and_prints_the_interpreters_outputs(
     # a second make has nothing to do, and the model object defines only its own names
     make = ["make", "-C", str(project), f"TFLM_DIR={tflm_tree}", f"TFLM_LIB={first.library}"]
     assert subprocess.run([*make, "-q", "main"], capture_output=True).returncode == 0
-    model_object = project / "build" / "app" / "model_client1_int8.o"
+    model_object = project / "build" / "host" / "app" / "model_client1_int8.o"
     nm = ["nm", "-C", "--defined-only", "--extern-only", str(model_object)]
     symbols = subprocess.run(nm, capture_output=True, text=True, check=True).stdout
     strong = [line.split(" ", 2)[2] for line in symbols.splitlines() if line.split()[1] in "TDRB"]

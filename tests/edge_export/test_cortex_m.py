@@ -1,0 +1,147 @@
+"""A client's TFLite Micro project cross-built for a Cortex-M4 and run under QEMU.
+
+Client 1 of a trained FedAvg run, exported as ``int8`` and ``int8-float-head`` with
+``--micro``, is built with the project's own Makefile for ``TARGET=cortex-m4`` with CMSIS-NN
+kernels (and, for int8, TFLM's reference kernels) and run on QEMU's ``mps2-an386`` board
+(a Cortex-M4F) with semihosting: every test vector matches, and the outputs equal the host
+binary's and the TFLite Micro Python interpreter's (int8 bit for bit, the float head within
+the host's tolerance). Instructions per inference come from ``-icount`` and are identical
+across runs; the deployment build has no test vectors and is smaller than the test build.
+
+Skipped, saying so, only where the cross toolchain or QEMU is missing (CI installs them:
+``.ci/install-cortex-m.sh``) or the TFLM and CMSIS trees of ``../shared/tflm`` are.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from edge_export.micro import micro_outputs
+from edge_export.micro.project import FLOAT_TOLERANCE
+from tests.edge_export.conftest import TFLM_TREE
+from tests.edge_export.test_micro_float_head import float_array
+from tests.edge_export.test_micro_project import c_array, c_constant
+
+CMSIS = TFLM_TREE.parent / "cmsis"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def toolchain(tflm_tree):
+    from edge_export.micro.cortex_m import missing_tools
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(
+            f"no {', '.join(missing)}: install gcc-arm-none-eabi, libnewlib-arm-none-eabi and "
+            "qemu-system-arm (.ci/install-cortex-m.sh)"
+        )
+    if not (CMSIS / "cmsis_nn" / "Include" / "arm_nnfunctions.h").is_file():
+        pytest.skip(f"CMSIS-NN not found at {CMSIS} (../shared/tflm/cmsis)")
+    return tflm_tree
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    from tests.edge_export.test_export import _micro_export
+
+    return _micro_export(tmp_path_factory, "1", "int8,int8-float-head")
+
+
+def _project(exported, fmt: str):
+    out, report = exported
+    (entry,) = [e for e in report if e["format"] == fmt]
+    return out / entry["micro_project"], entry, out / entry["path"]
+
+
+def test_int8_on_a_cortex_m4_equals_the_host_and_the_interpreter(exported, toolchain, tflm_cache):
+    from edge_export.micro.build import build_project
+    from edge_export.micro.cortex_m import measure_cortex_m, run_qemu
+
+    project, entry, tflite = _project(exported, "int8")
+    ident = "client1_int8"
+    text = (project / "test_vectors.h").read_text()
+    count = c_constant(text, f"k{ident}_test_count")
+    inputs = c_array(text, f"k{ident}_test_inputs").reshape(count, 128, 9).astype(np.int8)
+    arena = entry["micro_arena_bytes"] + entry["micro_arena_headroom_bytes"]
+    python = micro_outputs(tflite.read_bytes(), inputs, arena)
+    host = build_project(project, toolchain, cache_dir=tflm_cache).run
+
+    results = {}
+    for kernels in ("cmsis-nn", "reference"):
+        result = measure_cortex_m(
+            project, toolchain, CMSIS, ident, "cortex-m4", kernels, cache_dir=tflm_cache
+        )
+        run = result.run
+        assert run.returncode == 0, run.output
+        assert run.output.rstrip().endswith(f"matched {count} of {count}") and count >= 1
+        np.testing.assert_array_equal(np.stack(run.outputs), python)
+        np.testing.assert_array_equal(np.stack(run.outputs), np.stack(host.outputs))
+        results[kernels] = result
+    cmsis, reference = results["cmsis-nn"], results["reference"]
+    # the stratified test vectors: every class the client's test windows have
+    classes = c_array(text, f"k{ident}_test_classes")
+    assert sum(cmsis.class_counts.values()) == count
+    assert sorted(c for c, n in enumerate(cmsis.class_counts.values()) if n) == sorted(
+        set(classes.tolist())
+    )
+    # -icount: the same instructions on a second run; CMSIS-NN does the work in far fewer
+    again = run_qemu(cmsis.build_dir / "test.elf", "cortex-m4")
+    from edge_export.micro.cortex_m import instructions_per_inference
+
+    assert instructions_per_inference(again.output) == cmsis.instructions_per_inference
+    assert 0 < 5 * cmsis.instructions_per_inference < reference.instructions_per_inference
+    # the DSP instructions CMSIS-NN's Cortex-M4 paths use are in its binary only
+    assert "smlad" in _disassembly(cmsis.build_dir / "firmware.elf")
+    assert "smlad" not in _disassembly(reference.build_dir / "firmware.elf")
+    # the firmware: the model array and the arena, no test vectors, within the test build
+    firmware, test = cmsis.firmware, cmsis.test
+    assert firmware.model == tflite.stat().st_size
+    assert firmware.arena == arena and firmware.stack == 8192
+    assert firmware.flash + count * 128 * 9 <= test.flash
+    assert firmware.runtime_flash > 0 and firmware.ram >= firmware.arena + firmware.stack
+    print(
+        f"\ncortex-m4 int8: {cmsis.instructions_per_inference / 1e6:.2f} M instructions "
+        f"(CMSIS-NN), {reference.instructions_per_inference / 1e6:.1f} M (reference); "
+        f"firmware {firmware.flash / 1024:.1f} KB flash, {firmware.ram / 1024:.1f} KB RAM"
+    )
+
+
+def test_the_float_head_on_a_cortex_m4_is_within_the_host_tolerance(
+    exported, toolchain, tflm_cache
+):
+    from edge_export.micro.build import build_project
+    from edge_export.micro.cortex_m import measure_cortex_m
+
+    project, entry, tflite = _project(exported, "int8-float-head")
+    ident = "client1_int8_float_head"
+    text = (project / "test_vectors.h").read_text()
+    count = len(float_array(text, f"k{ident}_test_inputs")) // (128 * 9)
+    inputs = float_array(text, f"k{ident}_test_inputs").reshape(count, 128, 9)
+    arena = entry["micro_arena_bytes"] + entry["micro_arena_headroom_bytes"]
+    python = micro_outputs(tflite.read_bytes(), inputs, arena)
+    host = build_project(project, toolchain, cache_dir=tflm_cache).run
+    result = measure_cortex_m(project, toolchain, CMSIS, ident, "cortex-m4", cache_dir=tflm_cache)
+    run = result.run
+    assert run.returncode == 0, run.output
+    assert run.output.rstrip().endswith(f"matched {count} of {count}") and count >= 1
+    printed = np.stack(run.outputs)
+    assert printed.dtype == np.float32  # -u _printf_float: the fields are numbers
+    np.testing.assert_allclose(printed, python, rtol=0, atol=FLOAT_TOLERANCE)
+    np.testing.assert_allclose(printed, np.stack(host.outputs), rtol=0, atol=FLOAT_TOLERANCE)
+    assert run.predicted == list(python.argmax(-1))
+    # the float output layer is registered with the general kernel, the int8 body's int8-only
+    source = (project / f"model_{ident}.cc").read_text()
+    assert re.search(r"AddFullyConnected\(\)", source)
+    assert "Register_CONV_2D_INT8" in source
+
+
+def _disassembly(elf) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True, check=True
+    ).stdout
