@@ -166,12 +166,17 @@ def _tree(folder):
     }
 
 
+def _put(folder, contents: dict[str, bytes]) -> None:
+    """Write ``{relative path: bytes}`` under ``folder``."""
+    for name, content in contents.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(folder / name, content)
+
+
 def test_a_staged_folder_appears_whole(tmp_path):
     out = tmp_path / "export"
     with staged_folder(out, last=("report.json",)) as stage:
-        (stage / "client1").mkdir()
-        write_bytes(stage / "client1" / "model.tflite", b"model")
-        write_bytes(stage / "report.json", b"{}")
+        _put(stage, {"client1/model.tflite": b"model", "report.json": b"{}"})
         assert list(out.iterdir()) == [stage]  # nothing visible before the end
     assert _tree(out) == {"client1/model.tflite": b"model", "report.json": b"{}"}
     assert sorted(p.name for p in out.iterdir()) == ["client1", "report.json"]
@@ -179,15 +184,11 @@ def test_a_staged_folder_appears_whole(tmp_path):
 
 def test_a_failed_staged_folder_leaves_the_old_one_intact(tmp_path):
     out = tmp_path / "export"
-    out.mkdir()
-    write_bytes(out / "report.json", b"old report")
-    (out / "client1").mkdir()
-    write_bytes(out / "client1" / "model.tflite", b"old model")
+    _put(out, {"report.json": b"old report", "client1/model.tflite": b"old model"})
     before = _tree(out)
     with pytest.raises(OSError):
         with staged_folder(out, replace=["report.json", "client1"]) as stage:
-            (stage / "client1").mkdir()
-            write_bytes(stage / "client1" / "model.tflite", b"new mo")
+            _put(stage, {"client1/model.tflite": b"new mo"})
             raise OSError(errno.ENOSPC, "No space left on device")
     assert _tree(out) == before
     assert sorted(p.name for p in out.iterdir()) == ["client1", "report.json"]
@@ -195,15 +196,10 @@ def test_a_failed_staged_folder_leaves_the_old_one_intact(tmp_path):
 
 def test_a_staged_folder_replaces_the_named_entries_only_when_complete(tmp_path):
     out = tmp_path / "export"
-    out.mkdir()
-    write_bytes(out / "report.json", b"old report")
-    (out / "client2").mkdir()
-    write_bytes(out / "client2" / "model.tflite", b"old client 2")
-    write_bytes(out / ".fedprune.lock", b"1\n")
+    old = {"report.json": b"old report", "client2/model.tflite": b"old client 2"}
+    _put(out, {**old, ".fedprune.lock": b"1\n"})
     with staged_folder(out, replace=["report.json", "client2"]) as stage:
-        (stage / "client1").mkdir()
-        write_bytes(stage / "client1" / "model.tflite", b"new client 1")
-        write_bytes(stage / "report.json", b"new report")
+        _put(stage, {"client1/model.tflite": b"new client 1", "report.json": b"new report"})
         assert (out / "client2" / "model.tflite").read_bytes() == b"old client 2"
     assert _tree(out) == {
         ".fedprune.lock": b"1\n",
