@@ -421,17 +421,13 @@ def budget_markdown(entries: Sequence[dict]) -> str:
     RAM (with ``--micro``: measured with TFLite Micro, plus headroom), the time per window of
     TFLite Micro's reference kernels on this host (``--micro``), whether LiteRT's default
     interpreter loads every file and its time per window (median over the files of each
-    file's median, 1 thread), and per Cortex-M target built (``cortex_m``) flash, RAM and
-    instructions per inference."""
-    targets = list(dict.fromkeys(t for e in entries for t in e.get("cortex_m", {})))
-    head = "".join(
-        f"| {t} flash KB | {t} RAM KB | {t} instructions per inference " for t in targets
-    )
+    file's median, 1 thread). The Cortex-M builds have their own table
+    (:func:`edge_export.micro.cortex_m.cortex_m_markdown`)."""
     lines = [
         "\n| format | flash: model KB (max) | RAM: arena KB (max, with headroom) "
         "| TFLite Micro ms per window on this host (median) | LiteRT default interpreter loads "
-        f"| LiteRT ms per window (median) {head}|\n",
-        "|---|---|---|---|---|---|" + "---|---|---|" * len(targets) + "\n",
+        "| LiteRT ms per window (median) |\n",
+        "|---|---|---|---|---|---|\n",
     ]
     for fmt in dict.fromkeys(e["format"] for e in entries):
         group = [e for e in entries if e["format"] == fmt]
@@ -452,25 +448,9 @@ def budget_markdown(entries: Sequence[dict]) -> str:
             f"| {fmt} | {max(e['bytes'] for e in group) / 1024:.1f} "
             f"| {f'{max(arena) / 1024:.1f}' if arena else '(--micro)'} "
             f"| {f'{np.median(tflm):.3f}' if tflm else '(--micro)'} | {loads} "
-            f"| {timed} " + "".join(_cortex_m_cells(group, t) for t in targets) + "|\n"
+            f"| {timed} |\n"
         )
     return "".join(lines)
-
-
-def _cortex_m_cells(group: Sequence[dict], target: str) -> str:
-    """Flash and RAM (max) and instructions per inference (median, per kernel set) of the
-    files of ``group`` built for Cortex-M ``target``."""
-    built = [e["cortex_m"][target] for e in group if target in e.get("cortex_m", {})]
-    if not built:
-        return "| | | "
-    per_kernel: dict[str, list[int]] = {}
-    for b in built:
-        for kernels, count in b.get("instructions", {}).items():
-            per_kernel.setdefault(kernels, []).append(count)
-    counts = ", ".join(f"{k}: {np.median(n) / 1e6:.2f} M" for k, n in per_kernel.items())
-    flash = max(b["flash_bytes"] for b in built) / 1024
-    ram = max(b["ram_bytes"] for b in built) / 1024
-    return f"| {flash:.1f} | {ram:.1f} | {counts} "
 
 
 def device_notes(entries: Sequence[dict]) -> str:

@@ -171,14 +171,9 @@ def test_a_runtime_that_is_not_installed_is_reported_so(monkeypatch):
             "runtime": "tflite-runtime 2.14.0", "loads": True, "resolver": "default",
             "error": "", "agreeing_windows": 49, "windows": 50,
         },
-        "cortex_m": {
-            "cortex-m4": {
-                "flash_bytes": 150 * 1024, "ram_bytes": 24 * 1024,
-                "instructions": {"cmsis-nn": 5_270_000, "reference": 157_600_000},
-            }
-        },
+        "cortex_m": {},
     }  # fmt: skip
     text = report_markdown([entry])
     assert "| not installed | loads, 49/50 |" in text
-    assert "| 150.0 | 24.0 | cmsis-nn: 5.27 M, reference: 157.60 M |" in text
-    assert "cortex-m4 flash KB" in text and "LiteRT:" not in text
+    assert "| int8 | 2.0 | (--micro) | (--micro) | ? |  |" in text  # the budget: no LiteRT
+    assert "LiteRT:" not in text and "refuses" not in text
