@@ -2,6 +2,16 @@
 ``--block 16``), ClusterFL and FedCRef through the command line, compared with the summaries
 pinned in ``tests/pinned_summaries.json``.
 
+Which digits hold on every CPU: accuracies here are fractions of a few fixture windows per
+client (one flipped window moves one by 1/12 or more), and counts (bytes, clusters, rounds,
+the total sparsity a budget sets) do not depend on float rounding; they are compared to 1e-6
+and held on the three settings measured (Intel Xeon AVX-512 with oneDNN off and on, AMD EPYC
+Zen 4 with oneDNN off). How a global budget splits the pruned weights between layers follows
+the trained scores' order, which the last digits can change by a weight or two: with oneDNN
+on, CA-AFP's conv1 kept one more weight (layer sparsity 0.60556 -> 0.60521, conv2 0.72197 ->
+0.72202, the total unchanged). ``TOLERANCE`` gives those keys 0.005 (about 14 of conv1's
+2,880 weights), still far below what a real change of the pruning moves.
+
 The pins must only change with a deliberate change of what is computed; then regenerate them
 with ``python -m tests.test_same_results --write`` and say why here and in the commit. Wall
 times are not compared; every other number is, to 1e-6 (accuracies of these runs are
@@ -40,6 +50,9 @@ ADDED = {
     "comm_mb_payload_by_kind",
     "dense_layers",
 }
+
+# keys whose numbers follow the trained scores' order (see the docstring): absolute tolerance
+TOLERANCE = {"layer_sparsity": 0.005}
 
 # the split the pins were made with (random; the time-ordered split is today's default)
 COMMON = ["--clients-per-round", "4", "--local-epochs", "1", "--no-progress", "--split", "random"]
@@ -91,9 +104,11 @@ def _differences(pinned: object, got: object, where: str = "") -> list[str]:
             out += _differences(pinned[k], got[k], f"{where}/{k}")
         return out
     if isinstance(pinned, float) and isinstance(got, int | float):
+        parts = where.split("/")
+        tolerance = max([1e-6, *(TOLERANCE[k] for k in parts if k in TOLERANCE)])
         return (
             []
-            if math.isclose(pinned, got, rel_tol=1e-6, abs_tol=1e-6)
+            if math.isclose(pinned, got, rel_tol=1e-6, abs_tol=tolerance)
             else [f"{where}: {pinned} -> {got}"]
         )
     return [] if pinned == got else [f"{where}: {pinned!r} -> {got!r}"]
@@ -148,6 +163,9 @@ def test_the_comparison_catches_a_changed_number():
     ]
     assert _differences(pinned, {"a": 0.5, "b": {"c": [1, 3]}, "wall_s": 3.0})
     assert _differences(pinned, {"a": 0.5, "wall_s": 3.0}) == ["/b: missing"]
+    layers = {"layer_sparsity": {"0": {"conv1": 0.6056}}}
+    assert _differences(layers, {"layer_sparsity": {"0": {"conv1": 0.6052}}}) == []
+    assert _differences(layers, {"layer_sparsity": {"0": {"conv1": 0.62}}})
     assert _without_timing({"wall_s": 1, "x": {"seconds": 2, "y": 3}}) == {"x": {"y": 3}}
 
 
