@@ -189,7 +189,7 @@ void fedprune_board_write(const char* text, size_t length) {
 #endif
 }
 
-void fedprune_board_exit(int status) {
+__attribute__((noreturn)) void fedprune_board_exit(int status) {
 #if FEDPRUNE_SEMIHOSTING
   const uintptr_t stopped[2] = {0x20026 /* ADP_Stopped_ApplicationExit */, (uintptr_t)status};
   semihosting(0x20, stopped);  // SYS_EXIT_EXTENDED: QEMU exits with the status

@@ -367,8 +367,8 @@ def _source(project: MicroProject, model_content: bytes) -> str:
         return f"tflite::{INT8_REGISTRATIONS[op]}()" if op in project.int8_ops else ""
 
     adds = "".join(
-        f"  if (resolver.{RESOLVER_METHODS[op]}({registration(op)}) != kTfLiteOk) "
-        "return kTfLiteError;\n"
+        f"  if (resolver.{RESOLVER_METHODS[op]}({registration(op)}) != kTfLiteOk) {{\n"
+        "    return kTfLiteError;\n  }\n"
         for op in project.ops
     )
     return (

@@ -396,6 +396,23 @@ def doc_commands() -> list[str]:
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
 
 
+def doc_workspace(tmp_path: Path, monkeypatch, **trees: Path) -> tuple[Path, list[str]]:
+    """A folder to run the docs' commands in (the current directory from now on), beside
+    ``../shared/tflm/<name>`` links to ``trees``, and the options the programs get: fixture
+    UCI-HAR data and no progress bars."""
+    from tests.test_smoke_commands import uci_har
+
+    data = tmp_path / "data"
+    uci_har(data)
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "shared" / "tflm").mkdir(parents=True)
+    for name, tree in trees.items():
+        (tmp_path / "shared" / "tflm" / name).symlink_to(tree)
+    monkeypatch.chdir(work)
+    return work, ["--data-dir", str(data), "--no-progress"]
+
+
 @pytest.mark.slow
 def test_the_docs_commands_run_from_training_to_a_host_binary(
     tflm_tree, tflm_cache, tmp_path, monkeypatch
@@ -407,7 +424,6 @@ def test_the_docs_commands_run_from_training_to_a_host_binary(
     from edge_export.cli import main as edge_export
     from edge_export.micro.build import tflm_library
     from fedprune.cli import main as fedprune
-    from tests.test_smoke_commands import uci_har
 
     commands = doc_commands()
     assert [c.split()[0] for c in commands] == [
@@ -416,14 +432,7 @@ def test_the_docs_commands_run_from_training_to_a_host_binary(
         "make",
         commands[-1].split()[0],
     ]
-    data = tmp_path / "data"
-    uci_har(data)
-    work = tmp_path / "work"
-    work.mkdir()
-    (tmp_path / "shared" / "tflm").mkdir(parents=True)
-    (tmp_path / "shared" / "tflm" / "tree").symlink_to(tflm_tree)
-    monkeypatch.chdir(work)
-    extra = ["--data-dir", str(data), "--no-progress"]
+    work, extra = doc_workspace(tmp_path, monkeypatch, tree=tflm_tree)
     train, export, make, run = commands
     assert fedprune([*shlex.split(train)[1:], *extra]) == 0
     assert edge_export([*shlex.split(export)[1:], *extra]) == 0
