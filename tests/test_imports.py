@@ -416,3 +416,22 @@ def test_workers_know_no_computation(graph):
     found = forbidden_imports(graph, "fedprune.workers", (*computations, *engine))
     assert found == [], "fedprune.workers imports computations:\n" + "\n".join(found)
     assert any(_within(m, "fedprune.workers") for m in graph)
+
+
+def test_exporting_and_plotting_a_finished_run_load_no_tff(graph):
+    """TFF takes about 10 s to import and only building a learning process needs it: the
+    export and plotting of a finished run, and the model specs they rebuild models from,
+    must not load it at import."""
+    light = sorted(
+        m
+        for m in graph
+        if _within(m, "edge_export") or m in ("fedprune.models.spec", "fedprune.runs.plot")
+    )
+    assert "edge_export.export" in light
+    found = [
+        " -> ".join(chain)
+        for module in light
+        for name, chain in sorted(loads_at_import(graph, module).items())
+        if _within(name, "tensorflow_federated")
+    ]
+    assert found == [], "importing these must not load TFF:\n" + "\n".join(found)

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from fedprune.engine import step_noise
 from fedprune.engine.datasets import element_spec, reconstruction_spec
 from fedprune.errors import ConfigError
 from fedprune.models.table import ModelEntry, model_entry
 from fedprune.models.user import UserModel, check_autoencoder, check_classifier
+
+if TYPE_CHECKING:  # TFF (~10 s to import) only where a process is built: not for export
+    import tensorflow_federated as tff
 
 
 class _SpecBase:
@@ -52,6 +55,7 @@ class _SpecBase:
         """A no-argument function building the TFF model (fresh variables on each call) for
         the client computations: its random layers draw from the local step's seed
         (:mod:`fedprune.engine.step_noise`)."""
+        import tensorflow_federated as tff
 
         def model_fn() -> tff.learning.models.VariableModel:
             return tff.learning.models.from_keras_model(
@@ -64,6 +68,8 @@ class _SpecBase:
 
     def initial_weights(self) -> tff.learning.models.ModelWeights:
         """Deterministic initial weights (numpy) for this seed."""
+        import tensorflow_federated as tff
+
         model = self.keras()
         return tff.learning.models.ModelWeights(
             trainable=[w.numpy() for w in model.trainable_weights],
