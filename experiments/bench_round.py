@@ -33,7 +33,6 @@ import argparse
 import collections
 import dataclasses
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
+from edge_export.verify import cpu_name  # noqa: E402
 from fedprune.data.partition import ClientData  # noqa: E402
 from fedprune.engine import local_loop, step_noise  # noqa: E402
 from fedprune.models import flops  # noqa: E402
@@ -55,17 +55,6 @@ from fedprune.models.spec import ModelSpec  # noqa: E402
 
 BATCH = 32
 _FIELDS = ("x", "y", "shuffle_seed", "batch_size", "repeats")
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def onednn() -> str:
