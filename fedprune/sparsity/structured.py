@@ -100,9 +100,6 @@ class UnitGraph:
     def n_units(self) -> int:
         return sum(g.units for g in self.groups)
 
-    def names(self) -> list[str]:
-        return [g.layer for g in self.groups]
-
 
 def _kind(layer: object) -> str:
     return type(layer).__name__
@@ -129,8 +126,12 @@ def _passes(layer: object) -> bool:
     kind = _kind(layer)
     if kind in ("Activation", "LayerNormalization", "GroupNormalization", "UnitNormalization"):
         return True
-    channels_last = layer.get_config().get("data_format", "channels_last") == "channels_last"
-    return kind in ELEMENTWISE and channels_last
+    config = layer.get_config()
+    if kind == "BatchNormalization":  # per channel only when it normalizes the last axis
+        axes = config["axis"] if isinstance(config["axis"], list) else [config["axis"]]
+        rank = len(layer.input_shape)
+        return [a % rank for a in axes] == [rank - 1]
+    return kind in ELEMENTWISE and config.get("data_format", "channels_last") == "channels_last"
 
 
 def _kernel_layer_ok(layer: object) -> bool:

@@ -225,3 +225,12 @@ def test_the_prune_and_heal_policy_gives_whole_units(har_cnn):
     assert abs(S.unit_sparsity(graph, masks) - 0.7) <= 0.5 / graph.n_units
     again = S.weight_masks(graph, S.unit_masks(graph, masks))
     assert all(np.array_equal(a, b) for a, b in zip(masks, again))
+
+
+def test_a_batch_norm_over_time_is_not_taken_for_a_per_channel_one():
+    inputs = tf.keras.Input((16, 3))
+    h = L.Conv1D(8, 3, padding="same", name="conv")(inputs)
+    h = L.Flatten()(L.BatchNormalization(axis=1, name="bn_time")(h))
+    model = tf.keras.Model(inputs, L.Dense(4, activation="softmax", name="out")(h))
+    with pytest.raises(ConfigError, match=r"layer 'bn_time' \(BatchNormalization\) after 'conv'"):
+        _graph(model)
