@@ -120,13 +120,20 @@ def check_assigner_options(formats: str | None, micro: bool) -> list[str]:
 @dataclasses.dataclass(frozen=True)
 class AssignerJob:
     """What an assigner export needs, read and checked: the run, its assigner, the clients
-    to export, each one's raw objects and the run's labels of them."""
+    to export (their places in the run's client order), each one's raw objects and the run's
+    labels of them, and every client's own id (``ids[l]``: your table's id of client ``l``,
+    by which its folder and files are named; 0 .. L-1 for a built-in table)."""
 
     run: FinishedRun
     assigner: Assigner
     clients: list[int]
     samples: list[np.ndarray]
     labels: list[np.ndarray]
+    ids: tuple[int, ...] = ()
+
+    def id_of(self, client: int) -> int:
+        """The own id of the client at place ``client``."""
+        return self.ids[client] if self.ids else client
 
 
 def load_job(
@@ -137,8 +144,9 @@ def load_job(
 ) -> AssignerJob:
     """Read the run's assigner and labels and its clients' raw objects, loaded again as the
     manifest's data recipe says, or ``client_x`` (one (n_l, d) array per client as the table
-    holds them: the table you gave the run in Python); ``clients``: the client indices to
-    export (``None``: all). They must be the run's objects. Imports no TensorFlow."""
+    holds them: the table you gave the run in Python); ``clients``: the client ids to
+    export (your table's ids, as ``summary.json``'s ``client_ids`` lists them; ``None``:
+    all). They must be the run's objects. Imports no TensorFlow."""
     from fedprune.data.registry import table_clients
 
     run = open_finished(run_dir)
@@ -149,12 +157,18 @@ def load_job(
         )
     assigner = read_assigner(run.path)
     count = len(assigner.clients)
-    chosen = list(range(count)) if clients is None else list(clients)
-    unknown = [c for c in chosen if not 0 <= c < count]
+    ids = tuple(int(i) for i in run.summary.get("client_ids", range(count)))
+    if len(ids) != count:
+        raise damaged(
+            run.path / names.SUMMARY, ValueError(f"{len(ids)} client_ids for {count} clients")
+        )
+    place = {cid: i for i, cid in enumerate(ids)}
+    chosen = list(range(count)) if clients is None else [place.get(c, -1) for c in clients]
+    unknown = [c for c, i in zip(clients or (), chosen) if i < 0]
     if unknown:
+        known = f"0..{count - 1}" if ids == tuple(range(count)) else ", ".join(map(str, ids))
         raise ConfigError(
-            f"--clients: {', '.join(map(str, unknown))} not in the run; its clients are "
-            f"0..{count - 1}"
+            f"--clients: {', '.join(map(str, unknown))} not in the run; its clients are {known}"
         )
     stored = read_npz(run.path / names.LABELS)
     try:
@@ -182,7 +196,7 @@ def load_job(
             "the --data-dir the run was trained on (a table given to the run in Python: pass "
             "its clients' arrays as client_x)"
         )
-    return AssignerJob(run, assigner, chosen, samples, labels)
+    return AssignerJob(run, assigner, chosen, samples, labels, ids)
 
 
 def assigner_module(assigner: Assigner, client: int) -> tf.Module:
@@ -297,7 +311,7 @@ def _metadata(job: AssignerJob, client: int, content: bytes) -> dict:
         "source_run": str(job.run.path),
         "method": a.method,
         "dataset": job.run.summary.get("dataset"),
-        "client": client,
+        "client": job.id_of(client),
         "format": "float32",
         "input": {
             "name": "sample",
@@ -333,14 +347,14 @@ def export_assigners(job: AssignerJob, out: str | os.PathLike, progress: bool = 
     with tqdm(total=len(job.clients), desc="export", unit="file", disable=not progress) as bar:
         for client in job.clients:
             content = assigner_tflite(job.assigner, client)
-            folder = out / f"client{client}"
+            folder = out / f"client{job.id_of(client)}"
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{FILE}.tflite"
             write_bytes(path, content)
             meta = _metadata(job, client, content)
             write_json(path.with_suffix(".json"), meta, sort_keys=False)
             entry = {
-                "client": client,
+                "client": job.id_of(client),
                 "format": "float32",
                 "path": str(path.relative_to(out)),
                 "bytes": len(content),

@@ -16,7 +16,7 @@ import numpy as np
 
 from fedprune.errors import DataError
 from fedprune.runs import artefacts, names
-from fedprune.runs.files import read_npz
+from fedprune.runs.files import damaged, read_npz
 from fedprune.runs.finished import FinishedRun, open_finished
 
 if TYPE_CHECKING:
@@ -104,19 +104,34 @@ class Result:
     def assignments(self) -> dict[int, int] | dict[int, np.ndarray]:
         """The clusters the run found: each client's cluster for the clustered-FL and HAR
         methods (``clusters.json``), or, for the clustering methods, each client's objects'
-        cluster labels, ``{client: labels}`` (FedCRef's ``assignments.npz``, keyed by your
-        client ids where you gave the data, else by client number; Fed-HIRE's, k-FED's and
-        federated k-means' ``labels.npz``)."""
+        cluster labels, ``{client: labels}`` (FedCRef's ``assignments.npz``, Fed-HIRE's,
+        k-FED's and federated k-means' ``labels.npz``), keyed by your client ids where you
+        gave the data, else by client number."""
         if (self.path / names.CLUSTERS).exists():
             return artefacts.read_clusters(self.path)
         if (self.path / names.ASSIGNMENTS).exists():
-            labels = artefacts.read_assignments(self.path)
-            ids = self.summary.get("client_ids", range(len(labels)))
-            return {int(cid): a for cid, a in zip(ids, labels, strict=True)}
+            return self._by_client_id(artefacts.read_assignments(self.path))
         if (self.path / names.LABELS).exists():
             arrays = read_npz(self.path / names.LABELS)
-            return {int(k[len("client") :]): v for k, v in arrays.items() if k.startswith("client")}
+            count = sum(1 for k in arrays if k.startswith("client"))
+            try:
+                labels = [arrays[f"client{i}"] for i in range(count)]
+            except KeyError as err:
+                raise damaged(self.path / names.LABELS, err) from None
+            return self._by_client_id(labels)
         raise DataError(f"{self.path}: the run has no clusters (no {names.CLUSTERS})")
+
+
+    def _by_client_id(self, per_client: list[np.ndarray]) -> dict[int, np.ndarray]:
+        """Each client's array (the run's files list them in client order) by the client's
+        own id: ``summary.json``'s ``client_ids`` where the run had your data, else 0 .. L-1."""
+        ids = self.summary.get("client_ids", range(len(per_client)))
+        if len(ids) != len(per_client):
+            raise damaged(
+                self.path / names.SUMMARY,
+                ValueError(f"{len(ids)} client_ids for {len(per_client)} clients"),
+            )
+        return {int(cid): a for cid, a in zip(ids, per_client)}
 
 
 def open_result(path: str | os.PathLike) -> Result:

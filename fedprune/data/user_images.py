@@ -7,7 +7,8 @@ the task's distribution. Optionally each client's **group** (e.g. the rotation o
 its site) is known; it is ground truth for the ARI of the clusters found, never seen by a
 method. Each client's images are split per class in the given order, the first 80 % to
 training (:func:`fedprune.data.partition.time_ordered_split`), as for the HAR windows.
-Clients are numbered 0, 1, ... in ascending order of their ids.
+Clients keep their ids (in ascending order) in everything a run writes: ``clusters.json``,
+:meth:`fedprune.api.Result.assignments`, the export folders ``client<id>/``.
 
 The ``.npz`` file (``fedprune train ascfl --dataset path/to/images.npz``) holds ``x``
 (N, H, W, C) floats, ``y`` (N,) classes, ``client_id`` (N,), ``proxy_x`` and ``proxy_y``, and
@@ -203,17 +204,19 @@ def write_images_npz(images: ImageClients, path: str | os.PathLike) -> Path:
 
 
 def to_federation(images: ImageClients) -> RotatedFederatedData:
-    """``images`` as the clustered-FL methods' federation: clients 0, 1, ... (ascending ids),
-    each split per class in the given order, 80 % to training; the proxy set as given; each
+    """``images`` as the clustered-FL methods' federation: the clients by their own ids, in
+    ascending order, each split per class in the given order, 80 % to training (the methods
+    number them 0, 1, ... while they train: :func:`fedprune.algorithms.ascfl.experiment.
+    numbered`); the proxy set as given; each
     client's group in the place of its rotation (``angles`` lists the distinct groups), or no
     ground truth (``rotation_of_client`` ``None``: the runs report no ARI)."""
     clients, train_index, test_index = [], [], []
-    for number, cid in enumerate(images.clients):
+    for cid in images.clients:
         rows = np.flatnonzero(images.client == cid)
         tr, te = time_ordered_split(images.y[rows], 0.2)
         clients.append(
             ClientData(
-                number,
+                int(cid),
                 images.x[rows[tr]],
                 images.y[rows[tr]],
                 images.x[rows[te]],

@@ -423,13 +423,16 @@ def run_clustered(
     run: RunDir,
     progress: bool = True,
     start: ChosenStart | None = None,
+    client_ids: Sequence[int] | None = None,
 ) -> dict:
     """Run (or resume) ``config.rounds`` rounds of ``rule`` on ``fed`` in ``run``; writes
     ``clusters.json``, ``cluster_models.npz`` (each cluster's final trainable weights) and
     the summary with its ``clustered`` deploy manifest, then removes the checkpoint; returns
     the summary. ``start``: with ``--clusters auto``, the one-shot pass's choice and first
     clusters (:func:`.auto_clusters.settle`; ``rule`` built with its K), recorded in
-    ``cluster_choice.json`` and the summary's ``clusters_chosen``."""
+    ``cluster_choice.json`` and the summary's ``clusters_chosen``. ``client_ids``: the
+    clients' own ids in ``fed``'s order (its clients are numbered 0 .. N-1), by which
+    ``clusters.json`` names them (default: 0 .. N-1)."""
     spec = rule.spec
     params = int(sum(w.size for w in spec.initial_weights().trainable))
     pass_mb = 4 * params * config.num_clients / MB if start is not None else 0.0
@@ -455,9 +458,11 @@ def run_clustered(
             arrays, spec, config.num_clients, rule.slots, scored
         ),
     )
-    # each client's final cluster (clients numbered 0 .. N-1 as in the federation) and each
-    # cluster's final model: what edge-export deploys to a client (the manifest below)
-    artefacts.write_clusters(run.path, dict(enumerate(map(int, result.state.cluster_of))))
+    # each client's final cluster (by the client's own id) and each cluster's final model:
+    # what edge-export deploys to a client (the manifest below)
+    ids = range(config.num_clients) if client_ids is None else client_ids
+    clusters = dict(zip(map(int, ids), map(int, result.state.cluster_of), strict=True))
+    artefacts.write_clusters(run.path, clusters)
     artefacts.write_cluster_models(run.path, dict(enumerate(result.state.models)))
     if start is not None:
         record = start.choice.file_record("update", config.max_clusters)

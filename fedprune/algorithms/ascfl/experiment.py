@@ -42,6 +42,16 @@ def build_federation(
     return rotated_federation(rotated_images_recipe(config), data_dir)
 
 
+def numbered(fed: RotatedFederatedData) -> tuple[RotatedFederatedData, tuple[int, ...]]:
+    """``fed`` with its clients numbered 0 .. N-1 in their order, as the methods index them
+    (``cluster_of[i]`` is the cluster of client ``i``), and the clients' own ids in that order
+    (your images' ids; 0 .. N-1 for a built-in dataset), by which the run's files name them."""
+    ids = tuple(int(c.client_id) for c in fed.clients)
+    clients = tuple(dataclasses.replace(c, client_id=i) for i, c in enumerate(fed.clients))
+    federated = dataclasses.replace(fed.federated, clients=clients)
+    return dataclasses.replace(fed, federated=federated), ids
+
+
 def model_spec(
     config: ClusteredImageConfig, fed: RotatedFederatedData, model: str | UserModel | None = None
 ) -> ModelSpec:
@@ -79,6 +89,7 @@ def run_clustered_images(
     fed = federation
     if fed is None:
         fed = build_federation(config, None if data_dir is None else str(data_dir))
+    fed, ids = numbered(fed)
     if fed.num_clients != config.num_clients:  # your images name their clients
         raise ConfigError(
             f"--clients {config.num_clients} but {dataset_label(config.dataset)} holds "
@@ -92,4 +103,4 @@ def run_clustered_images(
         write_architecture(mine, run.path)
     start = auto_clusters.settle(config, spec, fed, run) if config.clusters == AUTO else None
     rule = rules.rule_of(config, spec, None if start is None else start.k)
-    return compose.run_clustered(config, rule, fed, run, progress, start)
+    return compose.run_clustered(config, rule, fed, run, progress, start, client_ids=ids)

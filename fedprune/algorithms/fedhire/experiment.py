@@ -14,8 +14,10 @@ configuration names (:meth:`~fedprune.configs.fedhire.FedHireConfig.clusterer`).
 enter only the paper partition (as the paper's) and the evaluation, never a clusterer.
 
 Files: ``config.json``, ``metrics.csv`` (one row: the indices), ``labels.npz`` (each client's
-predicted labels ``client<l>`` and row indices ``rows<l>``) and ``summary.json`` (method,
-dataset, partition, seed, clients, objects, k*; Purity, ARI, NMI, ACC; clusters found; what
+predicted labels ``client<l>`` and row indices ``rows<l>``, ``l`` = 0 .. L-1 in client order)
+and ``summary.json`` (method, dataset, partition, seed, clients, with your own table the
+clients' own ids ``client_ids`` in that order (by which :meth:`fedprune.api.Result.assignments`
+and ``edge-export`` name them), objects, k*; Purity, ARI, NMI, ACC; clusters found; what
 the clusterer adds, for Fed-HIRE the clusterlets per client, ``k`` per level and the failed
 server attempts; bytes up and down; CPU and wall seconds; the ``deploy`` manifest, kind
 ``assigner``) and ``assigner.npz`` (what labels a new sample of each client as the run
@@ -50,21 +52,24 @@ from fedprune.runs.files import write_npz
 
 def load_federation(
     config: FedHireConfig, data_dir: str | os.PathLike | None = None
-) -> tuple[FederatedSplit, int]:
+) -> tuple[FederatedSplit, int | None, tuple[int, ...] | None]:
     """The table ``config.dataset`` split over the clients as ``config.partition`` says
-    (z-scored, :func:`~fedprune.data.table_partition.make_split`), and the number of
-    classes the table names (the default ``k*``). Your own ``.npz`` table
-    (:mod:`fedprune.data.tables`) comes with its clients and is taken as it is (not z-scored);
-    its number of classes is that of the distinct ``y`` (``None`` without ``y``)."""
+    (z-scored, :func:`~fedprune.data.table_partition.make_split`), the number of classes the
+    table names (the default ``k*``) and the clients' own ids (``None``: clients 0 .. L-1).
+    Your own ``.npz`` table (:mod:`fedprune.data.tables`) comes with its clients, in
+    ascending order of their ids, and is taken as it is (not z-scored); its number of
+    classes is that of the distinct ``y`` (``None`` without ``y``)."""
     if is_user_file(config.dataset):
         mine = read_table_npz(config.dataset)
         split = FederatedSplit.from_clients(mine.client_x(), mine.client_y())
-        return split, None if mine.y is None else int(np.unique(mine.y).size)
+        classes = None if mine.y is None else int(np.unique(mine.y).size)
+        return split, classes, tuple(int(c) for c in mine.clients)
     table = load_tabular(config.dataset, data_dir)
     split = make_split(
         config.dataset, table.x, table.y, config.partition, config.num_clients, config.seed
     )
-    return dataclasses.replace(split, columns=tuple(table.feature_names)), table.num_classes
+    split = dataclasses.replace(split, columns=tuple(table.feature_names))
+    return split, table.num_classes, None
 
 
 def run_clustering(
@@ -106,9 +111,9 @@ def run_clustering(
         return run.read_summary()
     wall, cpu = time.perf_counter(), time.process_time()
     if table is None:
-        split, classes = load_federation(config, data_dir)
+        split, classes, ids = load_federation(config, data_dir)
     else:
-        split = table
+        split, ids = table, None
         classes = None if table.y is None else int(np.unique(table.y).size)
     xs = check_client_data(split.client_x())
     k_star = config.k_star or classes
@@ -141,6 +146,7 @@ def run_clustering(
         "partition": config.partition,
         "seed": config.seed,
         "clients": len(xs),
+        **({} if ids is None else {"client_ids": list(ids)}),
         "objects": int(y_pred.size),
         "k_star": k_star,
         **scores,
