@@ -122,8 +122,6 @@ def from_arrays(
     class_names = text_names(class_names, "class_names", where)
     if not class_names:
         raise DataError(f"{where}class_names is empty; give one name per class")
-    if len(set(class_names)) != len(class_names):
-        raise DataError(f"{where}class_names has duplicates: {list(class_names)}")
     bad = np.flatnonzero((y < 0) | (y >= len(class_names)))
     if len(bad):
         raise DataError(
@@ -323,7 +321,8 @@ def _number_like(text: str) -> bool:
 
 def text_names(values: Any, key: str, where: str) -> tuple[str, ...]:  # noqa: ANN401
     """Names as text: ``bytes`` decoded as UTF-8 (else one DataError naming the entry),
-    anything else as ``str``."""
+    anything else as ``str`` (``0`` and ``"0"`` are one name); each name once (else one
+    DataError listing them)."""
     names = []
     for i, value in enumerate(values):
         if isinstance(value, bytes | np.bytes_):
@@ -335,6 +334,8 @@ def text_names(values: Any, key: str, where: str) -> tuple[str, ...]:  # noqa: A
                     "as str (numpy 'U' arrays) or UTF-8 bytes"
                 ) from None
         names.append(str(value))
+    if len(set(names)) != len(names):
+        raise DataError(f"{where}{key} has duplicates: {names}")
     return tuple(names)
 
 

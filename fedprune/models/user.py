@@ -13,12 +13,17 @@ that says what to fix: the function returns a ``tf.keras.Model``; its input shap
 data's; a classifier has ``num_classes`` outputs that sum to 1 (a softmax: the loss is the
 cross entropy of probabilities, as every built-in model's), an autoencoder's output has its
 input's shape; it has no non-trainable weights (BatchNormalization's moving statistics: the
-rounds aggregate trainable weights only; ``LayerNormalization`` works).
+rounds aggregate trainable weights only; ``LayerNormalization`` works); its initial weights
+are finite numbers (a NaN initializer is named by its layer); and Keras rebuilds it from
+its architecture (``model.json``, below), before any round is trained: a ``Lambda`` layer
+(whose Python function ``model.json`` cannot carry) or a custom layer Keras does not know is
+refused then, not after training when the run could never be exported or reopened.
 
 A run records the model's name (``model: "user:<name>"`` in ``config.json``) and writes its
 architecture to ``model.json`` (Keras' ``to_json``), from which ``fedprune finetune`` and
 ``fedprune edge-export`` rebuild it. A custom layer must be registered with
-``tf.keras.utils.register_keras_serializable`` to be rebuilt in another process.
+``tf.keras.utils.register_keras_serializable`` to be rebuilt in another process; write what a
+``Lambda`` does as such a layer.
 """
 
 from __future__ import annotations
@@ -108,8 +113,10 @@ class UserModel:
             except (ValueError, TypeError) as err:
                 reason = " ".join(str(err).split())[:200]
                 raise DataError(
-                    f"{path}: Keras cannot rebuild the model ({reason}); register custom layers "
-                    "with tf.keras.utils.register_keras_serializable before calling fedprune"
+                    f"{path}: Keras cannot rebuild the model ({reason}); register its custom "
+                    "layers with tf.keras.utils.register_keras_serializable before calling "
+                    "fedprune (a Lambda cannot be rebuilt: train again with a registered "
+                    "custom layer in its place)"
                 ) from None
 
         return cls(rebuild, name)
@@ -131,6 +138,8 @@ def check_classifier(model: Any, input_shape: tuple[int, ...], num_classes: int,
 
     if not tf.executing_eagerly():  # inside a traced computation: the first, eager build checked
         return
+    _check_rebuildable(model, name)
+    _check_finite_weights(model, name)
     probe = np.random.default_rng(0).normal(size=(2, *input_shape)).astype(np.float32)
     sums = np.asarray(model(probe, training=False)).sum(axis=-1)
     if not np.allclose(sums, 1.0, atol=1e-3):
@@ -149,6 +158,11 @@ def check_autoencoder(model: Any, input_dim: int, name: str) -> None:  # noqa: A
             f"reconstructs its input, ({input_dim},)"
         )
     _check_no_state(model, name)
+    import tensorflow as tf
+
+    if tf.executing_eagerly():  # the first build; inside a traced computation it was checked
+        _check_rebuildable(model, name)
+        _check_finite_weights(model, name)
 
 
 def _check_input(model: Any, input_shape: tuple[int, ...], name: str) -> None:  # noqa: ANN401
@@ -168,6 +182,51 @@ def _check_no_state(model: Any, name: str) -> None:  # noqa: ANN401
             "(e.g. BatchNormalization's moving statistics), which the federated rounds do not "
             "aggregate; use LayerNormalization or GroupNormalization instead"
         )
+
+
+def _check_finite_weights(model: Any, name: str) -> None:  # noqa: ANN401
+    """Every initial weight is a finite number (a NaN or inf initializer would otherwise be
+    reported as outputs that do not sum to 1)."""
+    import numpy as np
+
+    for layer in model.layers:
+        for weight in layer.weights:
+            values = np.asarray(weight.numpy())
+            bad = values.size - int(np.isfinite(values).sum())
+            if bad:
+                which = weight.name.split("/")[-1].split(":")[0]
+                raise ConfigError(
+                    f"model_fn {name!r}: layer {layer.name}'s initial weight {which} holds "
+                    f"{bad} non-finite value(s) (nan or inf); give the layer an initializer of "
+                    "finite numbers"
+                )
+
+
+def _check_rebuildable(model: Any, name: str) -> None:  # noqa: ANN401
+    """Keras rebuilds the model from its architecture (``model.to_json()``, what the run
+    writes to ``model.json``): export, fine-tuning and reopening the run rebuild it so, in
+    another process. A ``Lambda`` holds a Python function the JSON cannot carry; a custom
+    layer must be registered."""
+    import tensorflow as tf
+
+    lambdas = [layer.name for layer in model.layers if isinstance(layer, tf.keras.layers.Lambda)]
+    if lambdas:
+        raise ConfigError(
+            f"model_fn {name!r}: layer(s) {', '.join(lambdas)} are Lambda layers, which Keras "
+            "cannot rebuild from model.json in another process (their Python function is not "
+            "saved), so the run could never be exported or reopened; write what they do as a "
+            "custom layer registered with tf.keras.utils.register_keras_serializable"
+        )
+    try:
+        tf.keras.models.model_from_json(model.to_json())
+    except (ValueError, TypeError, NotImplementedError) as err:
+        reason = " ".join(str(err).split())[:200]
+        raise ConfigError(
+            f"model_fn {name!r}: Keras cannot rebuild it from its architecture (model.json), "
+            f"so the run could never be exported or reopened ({reason}); register its custom "
+            "layers with tf.keras.utils.register_keras_serializable (and give them "
+            "get_config) before calling fedprune"
+        ) from None
 
 
 def write_architecture(model: Any, run_path: str | Path) -> Path:  # noqa: ANN401

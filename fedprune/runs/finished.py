@@ -17,13 +17,14 @@ from fedprune.errors import DataError
 from fedprune.runs import artefacts, names
 from fedprune.runs.deploy import DeployManifest, legacy_manifest
 from fedprune.runs.files import RETRAIN, damaged, read_json_object
-from fedprune.runs.run_dir import read_metrics
+from fedprune.runs.run_dir import read_metrics, resolved_own_files
 
 HINT = "pass the folder of a finished fedprune run (the --out it was given)"
 
 
 def read_run_config(path: str | Path) -> dict:
-    """``config.json`` of the run directory ``path``, which must exist."""
+    """``config.json`` of the run directory ``path``, which must exist; the run's own data
+    file as it is now in the folder (:func:`~fedprune.runs.run_dir.resolved_own_files`)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path} is not a fedprune run directory (it does not exist); {HINT}")
@@ -31,7 +32,7 @@ def read_run_config(path: str | Path) -> dict:
         raise DataError(f"{path} is not a fedprune run directory (it is a file); {HINT}")
     if not (path / names.CONFIG).exists():
         raise DataError(f"{path} is not a fedprune run directory (no {names.CONFIG}); {HINT}")
-    return read_json_object(path / names.CONFIG)
+    return resolved_own_files(path, read_json_object(path / names.CONFIG))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +119,7 @@ def open_finished(path: str | Path) -> FinishedRun:
     config = read_run_config(path)
     if not is_finished(path):
         raise DataError(f"{path}: the run has not finished (no {names.SUMMARY}); run it to the end")
-    summary = read_json_object(path / names.SUMMARY)
+    summary = resolved_own_files(path, read_json_object(path / names.SUMMARY))
     if "seed" not in config:
         raise damaged(path / names.CONFIG, KeyError("no seed"))
     return FinishedRun(path, config, summary)

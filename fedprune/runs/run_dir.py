@@ -5,6 +5,15 @@ A run is resumable: after every round the state is checkpointed atomically; star
 command again continues after the last finished round (the metrics of later, unfinished rounds
 are dropped), and a finished run (with ``summary.json``) is not recomputed. Starting a run in a
 directory that holds a different configuration is an error, never a silent overwrite.
+
+A run records its own files by their names in the folder, so that a moved (or copied) run
+folder resumes, exports, fine-tunes and reopens: the data the Python API places in the run
+(``dataset.npz``, :data:`~fedprune.runs.names.USER_DATASET`) is recorded as ``"dataset":
+"dataset.npz"`` in ``config.json`` and in the deploy manifest's data recipe
+(:func:`recorded_own_files`), and read back as that file of the folder where it is now
+(:func:`resolved_own_files`). Runs written before this recorded the file's absolute path;
+such a record still reads (where the path no longer exists, the folder's own
+``dataset.npz`` is taken; the SHA-256 the run recorded still guards its bytes).
 """
 
 from __future__ import annotations
@@ -32,7 +41,15 @@ from fedprune.runs.files import (
     write_npz,
 )
 from fedprune.runs.lock import FolderLock
-from fedprune.runs.names import CHECKPOINT, CONFIG, METRICS, STARTED, SUMMARY, WORKER_LOGS
+from fedprune.runs.names import (
+    CHECKPOINT,
+    CONFIG,
+    METRICS,
+    STARTED,
+    SUMMARY,
+    USER_DATASET,
+    WORKER_LOGS,
+)
 
 RUN_DIR_MODE = 0o700
 """A run directory fedprune makes is its user's alone: it may hold a copy of their data
@@ -98,6 +115,49 @@ def removed_unless_started(path: str | os.PathLike) -> Iterator[None]:
         raise
 
 
+def _is_own_data(path: Path, value: object) -> bool:
+    """Whether a recorded ``dataset`` names the run folder ``path``'s own ``dataset.npz``:
+    its name alone, that file by any path, or (a run recorded by its absolute path, then
+    moved) a ``dataset.npz`` that no longer exists while the folder holds one."""
+    if not isinstance(value, str) or Path(value).name != USER_DATASET:
+        return False
+    own = path / USER_DATASET
+    if value == USER_DATASET:
+        return True
+    try:
+        if Path(value).resolve() == own.resolve():
+            return True
+        return not Path(value).exists() and own.exists()
+    except (OSError, RuntimeError):  # a path that cannot be resolved is not ours
+        return False
+
+
+def _with_own_data(path: Path, record: Mapping, named: str) -> dict:
+    """``record`` (a config or summary dict) with every ``dataset`` that names the folder's
+    own data file (its top level and the deploy manifest's data recipe) set to ``named``."""
+    record = dict(record)
+    if _is_own_data(path, record.get("dataset")):
+        record["dataset"] = named
+    deploy = record.get("deploy")
+    if isinstance(deploy, Mapping) and isinstance(deploy.get("data"), Mapping):
+        data = deploy["data"]
+        if _is_own_data(path, data.get("dataset")):
+            record["deploy"] = {**deploy, "data": {**data, "dataset": named}}
+    return record
+
+
+def recorded_own_files(path: str | os.PathLike, record: Mapping) -> dict:
+    """``record`` as the run folder ``path`` writes it: its own data file by its name in the
+    folder (module docstring)."""
+    return _with_own_data(Path(path), record, USER_DATASET)
+
+
+def resolved_own_files(path: str | os.PathLike, record: Mapping) -> dict:
+    """``record`` (read from the run folder ``path``) with its own data file as the path of
+    that file in the folder where it is now, absolute (module docstring)."""
+    return _with_own_data(Path(path), record, os.fspath((Path(path) / USER_DATASET).absolute()))
+
+
 def recorded_config(path: str | os.PathLike) -> dict | None:
     """The ``config.json`` already in ``path``, or ``None``."""
     file = Path(path) / CONFIG
@@ -129,8 +189,10 @@ class RunDir:
         self.events = EventLog(self.path)
         check_out_dir(self.path)
         self.path.mkdir(mode=RUN_DIR_MODE, parents=True, exist_ok=True)
+        self.config = recorded_own_files(self.path, self.config)
         old = recorded_config(self.path)
         if old is not None:
+            old = recorded_own_files(self.path, old)  # an older run's absolute record
             new = json.loads(json.dumps(self.config))  # tuples as lists, as in the file
             if old != new:
                 diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -160,7 +222,7 @@ class RunDir:
         )
 
     def write_summary(self, summary: Mapping) -> None:
-        write_json(self.path / SUMMARY, summary)
+        write_json(self.path / SUMMARY, recorded_own_files(self.path, summary))
 
     # --- checkpoints ---------------------------------------------------------------------
     def save_checkpoint(

@@ -38,7 +38,7 @@ NOT_TRAIN = sorted(name for name, (_, argv, _) in CASES.items() if argv[0] != "t
 PYTHON_LINES = {
     "clusters neither a number nor auto": "clusters must be an integer K >= 1 or auto, got 'many'",
     "cluster signal unknown": "cluster_signal must be one of update, labels, got 'gradients'",
-    "label noise one value": "label_noise must be a tuple of 2 values, got (0.4,)",
+    "label noise one value": "label_noise must be a tuple of 2 values, got 0.4",
     "rounds 1e20": "rounds must be an integer >= 1, got 1e+20",
     "local epochs not an integer": "local_epochs must be an integer >= 1, got 1.5",
     "lr not a number": "learning_rate must be a finite number, got 'fast'",
@@ -47,7 +47,7 @@ PYTHON_LINES = {
     "ascfl unknown epochs rule": "epochs_rule must be one of data_size, uniform, got 'adaptive'",
     "ascfl unknown merge guard": "merge_guard must be one of settled, compact, got 'union'",
     "ascfl unknown stage1": "stage1 must be one of every_round, first_round, got 'never'",
-    "ascfl unknown late-clients rule": "late_clients must be one of lowest_loss, follow, got",
+    "ascfl unknown late-clients rule": "late_clients: not used by fp.ascfl with the options",
     "ascfl unknown low-rank layers": "low_rank_layers must be one of output, dense_head, got",
     "ascfl unknown split guard": "split_guard must be one of none, halves, got 'always'",
     "fedcref local-k not an integer": "local_k must be an integer >= 2, got 1000000000000.0",
@@ -310,7 +310,7 @@ API_CASES = {
             class_names=["walk", "walk"],
         ),
         DataError,
-        "class_names names 'walk' twice",
+        "class_names has duplicates: ['walk', 'walk']",
     ),
 }
 

@@ -49,6 +49,32 @@ def not_a_model(input_shape, num_classes):
     return "model"
 
 
+def with_lambda(input_shape, num_classes):
+    inputs = tf.keras.Input(shape=input_shape)
+    h = L.Lambda(lambda t: t * 2.0, name="double")(L.Flatten()(inputs))
+    return tf.keras.Model(inputs, L.Dense(num_classes, activation="softmax")(h))
+
+
+class Unregistered(L.Layer):
+    """A custom layer Keras does not know by name (not registered)."""
+
+    def call(self, inputs):
+        return inputs * 2.0
+
+
+def with_unregistered_layer(input_shape, num_classes):
+    inputs = tf.keras.Input(shape=input_shape)
+    h = Unregistered(name="twice")(L.Flatten()(inputs))
+    return tf.keras.Model(inputs, L.Dense(num_classes, activation="softmax")(h))
+
+
+def nan_initial_weights(input_shape, num_classes):
+    inputs = tf.keras.Input(shape=input_shape)
+    nan = tf.keras.initializers.Constant(float("nan"))
+    out = L.Dense(num_classes, activation="softmax", kernel_initializer=nan, name="probs")
+    return tf.keras.Model(inputs, out(L.Flatten()(inputs)))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "model_fn, message",
@@ -58,6 +84,9 @@ def not_a_model(input_shape, num_classes):
         (three_classes, "output shape .* 2 classes"),
         (fixed_input, "input shape .* \\(16, 2\\)"),
         (not_a_model, "returned str, not a tf.keras.Model"),
+        (with_lambda, "double are Lambda layers, which Keras cannot rebuild .*registered with"),
+        (with_unregistered_layer, "cannot rebuild it from its architecture .*register"),
+        (nan_initial_weights, "layer probs.s initial weight kernel holds 64 non-finite"),
     ],
 )
 def test_a_bad_model_is_one_error_and_leaves_nothing(model_fn, message, tmp_path):
