@@ -88,3 +88,20 @@ def test_a_second_run_in_another_thread_is_refused_naming_the_first(tmp_path):
     assert results["first"].summary["rounds"] == 3
     after = second.run(tmp_path / "second", progress=False)  # once the first has ended
     assert sorted(after.assignments()) == [1, 2]
+
+
+def test_images_with_integer_class_names_reopen_with_the_same_data(tmp_path):
+    """Class names given as numbers are names ("0", "1"): the finished run is returned for
+    the same data object, not refused as trained on other data."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    proxy = (rng.random((4, 8, 8, 1)).astype(np.float32), np.array([0, 1, 0, 1]))
+    images = fp.from_images(
+        rng.random((24, 8, 8, 1)).astype(np.float32), np.tile([0, 1], 12),
+        np.repeat([3, 7], 12), proxy=proxy, class_names=[0, 1],
+    )  # fmt: skip
+    assert images.class_names == ("0", "1")
+    trainer = fp.ifca(images, rounds=1, clusters=2, batch_size=8)
+    first = trainer.run(tmp_path / "run", progress=False).summary
+    assert trainer.run(tmp_path / "run", progress=False).summary == first
