@@ -145,3 +145,26 @@ def test_on_uci_har_the_smaller_models_compute_the_masked_ones(real_data, tmp_pa
     assert main([*args, "--data-dir", str(real_data), "--out", str(tmp_path), "--no-progress"]) == 0
     clients, windows = _check_compaction(tmp_path, real_data)
     assert clients == 30 and windows > 2000  # every subject's test windows
+
+
+def _model_with_a_skip(input_shape, num_classes):
+    import tensorflow as tf
+
+    layers = tf.keras.layers
+    inputs = tf.keras.Input(input_shape)
+    a = layers.Conv1D(8, 5, padding="same", activation="relu", name="a")(inputs)
+    b = layers.Conv1D(8, 5, padding="same", activation="relu", name="b")(a)
+    h = layers.Flatten()(layers.Add(name="skip")([a, b]))
+    outputs = layers.Dense(num_classes, activation="softmax", name="out")(h)
+    return tf.keras.Model(inputs, outputs)
+
+
+def test_your_model_with_an_unsupported_layer_is_one_line_before_anything_is_made(runs, tmp_path):
+    from fedprune.errors import ConfigError
+
+    data_dir, _, _ = runs
+    trainer = fp.caafp("uci_har", model_fn=_model_with_a_skip, **OPTIONS)
+    with pytest.raises(ConfigError) as err:
+        trainer.run(tmp_path / "skip", data_dir=data_dir, progress=False)
+    assert "'a' feed several layers ('b', 'skip')" in str(err.value)
+    assert "\n" not in str(err.value) and not (tmp_path / "skip").exists()
