@@ -330,7 +330,8 @@ class PipelineConfig(SettledByRunDir, Config):
 
     def _check_structure(self) -> None:
         """``--structure filters`` needs masked rounds and a method with a mask policy, and
-        takes no ``--block`` (a unit is a whole filter): one ConfigError line."""
+        takes no ``--block`` (a unit is a whole filter) and no ``--recluster`` (a merge
+        re-prunes the joined masks per weight): one ConfigError line."""
         if self.POLICY is None or self.phases[2] == 0:
             t0, t1, t2 = self.phases
             raise ConfigError(
@@ -342,6 +343,12 @@ class PipelineConfig(SettledByRunDir, Config):
             raise ConfigError(
                 f"--structure {self.structure} removes whole filters and units, --block "
                 f"{self.block} blocks of weights: give one of them"
+            )
+        if self.recluster != "none":
+            raise ConfigError(
+                f"--structure {self.structure} with --recluster {self.recluster}: a merge joins "
+                "two clusters' masks weight by weight, which removes no whole filters; give one "
+                "of them"
             )
 
     def _check_recluster(self) -> None:

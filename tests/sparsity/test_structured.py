@@ -192,6 +192,8 @@ def test_the_configuration_takes_structure_only_where_something_is_pruned():
         FedCHARConfig("uci_har", structure="filters")
     with pytest.raises(ConfigError, match="--block 16 blocks of weights"):
         CAAFPConfig("uci_har", structure="filters", block=16)
+    with pytest.raises(ConfigError, match="a merge joins two clusters' masks weight by weight"):
+        CAAFPConfig("uci_har", structure="filters", recluster="split-merge")
     with pytest.raises(ConfigError, match="--structure must be one of weights, filters"):
         CAAFPConfig("uci_har", structure="channels")
 
