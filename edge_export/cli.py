@@ -1,6 +1,6 @@
 """The ``edge-export`` command: deployable TFLite files of a run's models, verified against Keras.
 
-edge-export runs/fedavg-har --clients 1,2 --formats float32,int8 --out export/
+edge-export runs/fedavg-har --clients 1,2 --formats float32,int8 --out export/fedavg-har
 
 This module imports no TensorFlow: ``--help`` answers at once, and every input that can be
 checked without it (the run's files, the formats, the client list, the data, a writable

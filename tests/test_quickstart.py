@@ -83,7 +83,8 @@ def test_the_quickstart_prints_what_the_readme_shows(real_data, tmp_path):
     command, shown = quickstart()
     words = shlex.split(command)
     readme_out = words[words.index("--out") + 1]
-    words[words.index("--out") + 1] = str(tmp_path / "run")
+    here = str(tmp_path / Path(readme_out).name)  # the same name: the hints name it
+    words[words.index("--out") + 1] = here
     env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"}
     done = subprocess.run(
         [sys.executable, "-m", "fedprune.cli", *words[1:], "--data-dir", str(real_data)],
@@ -93,7 +94,7 @@ def test_the_quickstart_prints_what_the_readme_shows(real_data, tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    printed = _comparable(done.stdout.rstrip("\n").splitlines(), str(tmp_path / "run"))
+    printed = _comparable(done.stdout.rstrip("\n").splitlines(), here)
     shown = _comparable(shown, readme_out)
     assert len(printed) == len(shown), done.stdout
     texts, pairs = _numbers_apart(shown, printed)

@@ -143,6 +143,6 @@ def describe(summary: Mapping, path: str | os.PathLike, exports: bool | None = N
         # a clustering run's assigner is one float32 file per client: no --formats to choose
         kind = (summary.get("deploy") or {}).get("kind")
         formats = "" if kind == "assigner" else " --formats float32,int8"
-        lines.append(f"  edge-export {path}{formats} --out export/")
+        lines.append(f"  edge-export {path}{formats} --out export/{path.name}")
     lines.append("  (the same command with --json prints summary.json)")
     return "\n".join(lines)

@@ -47,11 +47,11 @@ def test_the_summary_names_the_files_and_the_next_commands(tmp_path):
     assert first == "fedavg on wisdm: finished in 1 h 02 min"
     assert f"Files in {tmp_path}: summary.json, tensorboard/" in rest
     assert f"  fedprune plot {tmp_path}" in "\n".join(rest)
-    assert f"  edge-export {tmp_path} --formats float32,int8 --out export/" in rest
+    assert f"  edge-export {tmp_path} --formats float32,int8 --out export/{tmp_path.name}" in rest
     assert "edge-export" not in describe({"method": "fedhire"}, tmp_path)  # nothing to export
     # a clustering run's assigner has one format: the hint offers no --formats
     assigner = describe({"method": "kfed", "deploy": {"kind": "assigner"}}, tmp_path)
-    assert f"  edge-export {tmp_path} --out export/" in assigner.splitlines()
+    assert f"  edge-export {tmp_path} --out export/{tmp_path.name}" in assigner.splitlines()
 
 
 def _finished(path, config):
