@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -24,7 +25,13 @@ def tflm_tree() -> Path:
 @pytest.fixture(scope="session")
 def tflm_cache(tmp_path_factory, worker_id: str) -> Path:
     """One TFLM object cache for every build of the test run, shared by its test processes
-    (pytest-xdist; the builds lock it): the TFLM objects are compiled once."""
+    (pytest-xdist; the builds lock it): the TFLM objects are compiled once. ``$TFLM_TEST_CACHE``
+    names a folder kept between test runs instead (CI: the Cortex-M builds' TFLM and CMSIS-NN
+    objects; entries are keyed by the trees' files, compiler and flags, so none goes stale)."""
+    kept = os.environ.get("TFLM_TEST_CACHE")
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        return Path(kept)
     if worker_id == "master":
         return tmp_path_factory.mktemp("tflm-cache")
     shared = tmp_path_factory.getbasetemp().parent / "tflm-cache"
