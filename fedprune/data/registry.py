@@ -270,15 +270,28 @@ def load_recorded(
     table (:func:`fedprune.data.tables.read_table_npz`); ``rotated-images`` -> the clients
     of a clustered image run (:func:`rotated_federation`; its proxy set left out)."""
     kind = recipe.get("loader")
-    if (
-        kind in ("har", "table", "rotated-images")
-        and "sha256" in recipe
-        and (file_sha256(recipe["dataset"]) != recipe["sha256"])
-    ):
-        raise DataError(
-            f"--dataset {recipe['dataset']} has changed since the run was trained (its SHA-256 "
-            "differs); restore the file the run was trained on"
-        )
+    if kind in ("har", "table", "rotated-images") and "sha256" in recipe:
+        # a file of yours; this runs for commands on a finished run (export, fine-tuning,
+        # reopening), which have no --dataset option: the message names the file itself
+        from fedprune.runs.names import USER_DATASET  # runs imports data: not at module level
+
+        path = Path(recipe["dataset"])
+        if not path.is_file():
+            own = path.name == USER_DATASET
+            raise DataError(
+                f"the data file the run was trained on, {path}, is missing; "
+                + (
+                    "the run folder keeps its own copy of your data: move or copy the folder "
+                    "whole, or train again"
+                    if own
+                    else "restore it"
+                )
+            )
+        if file_sha256(path) != recipe["sha256"]:
+            raise DataError(
+                f"the data file {path} has changed since the run was trained (its SHA-256 "
+                "differs); restore the file the run was trained on"
+            )
     if kind == "har":
         return load_federated(
             recipe["dataset"],

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 OPTIONS = dict(phases=(0, 1, 0), clusters=2, clients_per_round=3, ft_epochs=(1,), local_epochs=1)
 
 
-def test_a_moved_run_reopens_fine_tunes_and_exports(tmp_path):
+def test_a_moved_run_reopens_fine_tunes_and_exports(tmp_path, capsys):
     from edge_export.cli import main as edge_export
     from fedprune.cli import main
 
@@ -40,6 +40,14 @@ def test_a_moved_run_reopens_fine_tunes_and_exports(tmp_path):
     out = tmp_path / "export"
     assert edge_export([str(moved), "--out", str(out), "--formats", "float32"]) == 0
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["client0", "client1", "client2"]
+    # its copy of the data gone: one line naming that file, not a --dataset option
+    (moved / "dataset.npz").unlink()
+    capsys.readouterr()
+    assert edge_export([str(moved), "--out", str(tmp_path / "e2"), "--formats", "float32"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "dataset.npz, is missing" in errors[0], errors
+    assert "--dataset" not in errors[0] and "move or copy the folder whole" in errors[0]
+    assert not (tmp_path / "e2").exists()
 
 
 def test_a_run_recorded_by_absolute_path_and_moved_still_reads(tmp_path):
