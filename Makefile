@@ -42,7 +42,7 @@ format: install ## apply ruff's fixes and formatting
 TEST_WORKERS ?= 2
 
 test: lint ## lint, then all tests in TEST_WORKERS processes (default 2; real-data tests run when the data is found)
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(BIN)/pytest -q -rs -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-stacked: install ## stacked-training tests only (.ci/run: again with TF_ENABLE_ONEDNN_OPTS=1)
 	$(BIN)/pytest -q tests/engine/test_stacked.py
