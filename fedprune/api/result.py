@@ -121,7 +121,6 @@ class Result:
             return self._by_client_id(labels)
         raise DataError(f"{self.path}: the run has no clusters (no {names.CLUSTERS})")
 
-
     def _by_client_id(self, per_client: list[np.ndarray]) -> dict[int, np.ndarray]:
         """Each client's array (the run's files list them in client order) by the client's
         own id: ``summary.json``'s ``client_ids`` where the run had your data, else 0 .. L-1."""

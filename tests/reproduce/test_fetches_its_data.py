@@ -55,9 +55,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             url=f"http://127.0.0.1:{port}/{source.download.filename}",
             sha256=hashlib.sha256(body).hexdigest(),
         )
-        monkeypatch.setitem(
-            sources.SOURCES, name, dataclasses.replace(source, download=download)
-        )
+        monkeypatch.setitem(sources.SOURCES, name, dataclasses.replace(source, download=download))
     yield root
     server.shutdown()
     server.server_close()
