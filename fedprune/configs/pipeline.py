@@ -162,12 +162,14 @@ class PipelineConfig(SettledByRunDir, Config):
         help="mask granularity: 1 = per weight; 16 = blocks TFLite stores compactly",
         rule=count(),
     )
-    budget: str = param(
-        "global",
+    budget: str | None = param(
+        None,
         help="pruning budget: global = one ranking over all kernels (the paper's Alg. 1); "
         "layerwise = every kernel pruned to the target on its own (our extension, for export "
         "size)",
-        rule=one_of(BUDGETS),
+        rule=optional(one_of(BUDGETS)),
+        default_text="global; layerwise with --structure filters, where one ranking of whole "
+        "units empties layers (docs/caafp.md)",
     )
     structure: str = param(
         "weights",
@@ -277,6 +279,8 @@ class PipelineConfig(SettledByRunDir, Config):
         return frozenset(unused)
 
     def check(self) -> None:
+        if self.budget is None:  # the recorded configuration holds the budget chosen here
+            self._set("budget", "layerwise" if self.structure == "filters" else "global")
         if self.cluster_signal_noise > 0 and self.cluster_signal_clip is None:
             raise ConfigError(
                 "--cluster-signal-noise needs --cluster-signal-clip (the L2 norm each upload "

@@ -217,3 +217,12 @@ def test_max_clusters_is_only_checked_with_auto():
     # unused (and left out of the checks) with a fixed K; the command line refuses it as unused
     assert CAAFPConfig("uci_har", clusters=3, max_clusters=1).clusters == 3
     assert CAAFPConfig("uci_har", clusters="auto", clients_per_round=4, max_clusters=4)
+
+
+def test_the_budget_defaults_to_the_papers_global_ranking_and_to_layerwise_for_filters():
+    from fedprune.configs.pipeline import CAAFPConfig
+
+    assert CAAFPConfig("uci_har").budget == "global"
+    assert CAAFPConfig("uci_har", structure="filters").budget == "layerwise"
+    assert CAAFPConfig("uci_har", structure="filters", budget="global").budget == "global"
+    assert CAAFPConfig("uci_har", structure="filters").recorded()["budget"] == "layerwise"
