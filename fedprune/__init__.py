@@ -14,6 +14,12 @@ before fedprune, the variable can no longer act, and stacked training probes the
 falls back to one convolution per client with a one-line note
 (:mod:`fedprune.engine.stacked`).
 
+It also hides TensorFlow's C++ INFO lines (``TF_CPP_MIN_LOG_LEVEL=1``, unless the variable is
+set or TensorFlow is already imported): a training run from Python otherwise prints about a
+hundred of them (grappler's "Starting new session", the oneDNN banner); its warnings and
+errors still show. ``fedprune`` and ``edge-export`` go further (:mod:`fedprune.quiet`), unless
+``--verbose``.
+
 At interpreter exit, where TFF was imported, fedprune releases TFF's execution contexts while
 the interpreter is still whole (:func:`fedprune.workers.execution.release_default_context`):
 TFF's import-time context otherwise prints a traceback from its ``__del__`` at the very end.
@@ -23,8 +29,12 @@ import atexit
 import os
 import sys
 
+# whether this import chose TensorFlow's C++ log level (fedprune.quiet may then change it)
+CHOSE_TF_LOG_LEVEL = "tensorflow" not in sys.modules and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
 if "tensorflow" not in sys.modules:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+if CHOSE_TF_LOG_LEVEL:
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
 
 
 def release_tff_at_exit() -> None:

@@ -9,9 +9,9 @@ back while a conversion or an interpreter is set up, and writes them out after a
 step fails. Python-side TF, Keras and absl logging and warnings are lowered to errors.
 
 Nothing here imports TensorFlow at module level; the library is quiet only after a command
-line (``fedprune``, ``edge-export``) called :func:`quiet_environment` (library callers keep
-TensorFlow's defaults). The TFF worker processes inherit ``TF_CPP_MIN_LOG_LEVEL``; their logs
-go to ``<run>/tff-logs/`` anyway.
+line (``fedprune``, ``edge-export``) called :func:`quiet_environment`; library callers get
+TensorFlow's defaults less its C++ INFO lines (:mod:`fedprune`). The TFF worker processes
+inherit ``TF_CPP_MIN_LOG_LEVEL``; their logs go to ``<run>/tff-logs/`` anyway.
 """
 
 from __future__ import annotations
@@ -29,9 +29,13 @@ _QUIET = False
 def quiet_environment(verbose: bool) -> None:
     """Unless ``verbose``: ``TF_CPP_MIN_LOG_LEVEL=3`` (an explicit value is kept; it acts only
     if TensorFlow is not imported yet) and hold native log lines back from now on."""
+    import fedprune
+
     global _QUIET
     _QUIET = not verbose
-    if not verbose:
+    if fedprune.CHOSE_TF_LOG_LEVEL:  # the library's INFO-only default: the command decides
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0" if verbose else "3"
+    elif not verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
