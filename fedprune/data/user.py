@@ -47,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,24 @@ key on the dataset's name: your data may not take one of these names."""
 LARGEST_ID = np.iinfo(np.int64).max
 EXACT_FLOAT = 2**53
 """Whole numbers up to this are exact in a float64; beyond it, neighbours share a float."""
+
+
+def _hint_layout(x: np.ndarray, y: np.ndarray, class_names: object, where: str) -> None:
+    """One ``fedprune: note:`` line each for two layouts that are valid but usually a slip:
+    windows with fewer time steps than channels (channels-first (N, C, T) arrays), and labels
+    1..K with no class 0 and no class names (the model would get a class no window has)."""
+    if x.shape[1] < x.shape[2]:
+        print(
+            f"fedprune: note: {where}x has {x.shape[1]} time steps of {x.shape[2]} channels; "
+            "if your windows are channels-first (N, C, T), pass x.transpose(0, 2, 1)",
+            file=sys.stderr,
+        )
+    if class_names is None and len(y) and y.min() == 1:
+        print(
+            f"fedprune: note: {where}no window has label 0, so class 0 has no data; if your "
+            "labels run 1..K, pass y - 1 (or class_names with a name for class 0)",
+            file=sys.stderr,
+        )
 
 
 def from_arrays(
@@ -117,6 +136,7 @@ def from_arrays(
     n = len(x)
     y = _integers(y, "y", n, where, negative=True)  # the class range check follows
     client_ids = _integers(client_ids, "client_id", n, where)
+    _hint_layout(x, y, class_names, where)
     if class_names is None:
         class_names = tuple(f"class{k}" for k in range(implied_classes(y, n, where)))
     class_names = text_names(class_names, "class_names", where)

@@ -188,3 +188,17 @@ def test_the_protocol_settles_the_file_hash_and_refuses_other_bytes(tmp_path):
     with pytest.raises(DataError, match="is not the file this run was trained on"):
         with_protocol(FedAvgConfig(str(path)), recorded)
     assert with_protocol(FedAvgConfig("uci_har"), None).dataset_sha256 is None
+
+
+def test_channels_first_windows_and_labels_from_1_get_one_note_each(capsys):
+    from fedprune.data.user import from_arrays
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3, 64)).astype(np.float32)  # (N, C, T) by mistake
+    y, ids = np.tile([1, 2], 20), np.repeat([1, 2], 20)
+    from_arrays(x, y, ids)
+    notes = capsys.readouterr().err.splitlines()
+    assert len(notes) == 2 and all(n.startswith("fedprune: note:") for n in notes), notes
+    assert "x.transpose(0, 2, 1)" in notes[0] and "y - 1" in notes[1]
+    from_arrays(x.transpose(0, 2, 1), y - 1, ids)
+    assert capsys.readouterr().err == ""
