@@ -38,6 +38,7 @@ NOT_TRAIN = sorted(name for name, (_, argv, _) in CASES.items() if argv[0] != "t
 PYTHON_LINES = {
     "clusters neither a number nor auto": "clusters must be an integer K >= 1 or auto, got 'many'",
     "cluster signal unknown": "cluster_signal must be one of update, labels, got 'gradients'",
+    "structure unknown": "structure must be one of weights, filters, got 'channels'",
     "label noise one value": "label_noise must be a tuple of 2 values, got 0.4",
     "rounds 1e20": "rounds must be an integer >= 1, got 1e+20",
     "local epochs not an integer": "local_epochs must be an integer >= 1, got 1.5",
