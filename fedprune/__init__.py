@@ -16,7 +16,7 @@ falls back to one convolution per client with a one-line note
 
 It also hides TensorFlow's C++ INFO lines (``TF_CPP_MIN_LOG_LEVEL=1``, unless the variable is
 set or TensorFlow is already imported): a training run from Python otherwise prints about a
-hundred of them (grappler's "Starting new session", the oneDNN banner); its warnings and
+hundred of them (grappler's optimizer lines, the oneDNN banner); its warnings and
 errors still show. ``fedprune`` and ``edge-export`` go further (:mod:`fedprune.quiet`), unless
 ``--verbose``.
 
