@@ -243,7 +243,7 @@ class ClusteredImageConfig(Config):
     warmup_rounds: int = param(
         5,
         help="AS-CFL: FedAvg rounds (one model for all) before Stage 1 first forms clusters "
-        "(a departure, #26); 0 clusters from round 1, as Algorithm 1",
+        "(a departure from the paper, docs/ascfl.md); 0 clusters from round 1, as Algorithm 1",
         rule=count(0),
     )
     split_threshold: float = param(0.8, help="G_k above this splits (beta)", rule=POSITIVE)
