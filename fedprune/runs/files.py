@@ -245,11 +245,21 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     The archive is what ``np.savez`` writes (one ``NAME.npy`` member per array, zip64), but
     built here so that a failing write (a full disk) closes it at once: ``np.savez`` leaves its
     ``ZipFile`` open, whose finalizer later prints "Exception ignored ... seek of closed file".
-    Object arrays are refused (nothing of fedprune reads pickles)."""
-    with atomic_file(path) as f, zipfile.ZipFile(f, mode="w", allowZip64=True) as archive:
-        for name, value in arrays.items():
-            with archive.open(f"{name}.npy", mode="w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+    Object arrays are refused (nothing of fedprune reads pickles).
+
+    Whatever stops the write (a full disk, Ctrl-C landing anywhere, even inside ``zipfile``
+    between marking a member open and returning it), the archive lets go of the temporary
+    file before :func:`atomic_file` closes and removes it: a ``ZipFile`` that still held it
+    would try to finish the archive from its finalizer, at exit, into the closed file."""
+    with atomic_file(path) as f:
+        archive = zipfile.ZipFile(f, mode="w", allowZip64=True)
+        try:
+            for name, value in arrays.items():
+                with archive.open(f"{name}.npy", mode="w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+            archive.close()
+        finally:
+            archive.fp = None  # closed above, or abandoned with the temporary file
 
 
 def numbered_groups(

@@ -94,6 +94,38 @@ def test_an_exception_inside_the_block_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("where", ["opening a member", "writing a member", "closing a member"])
+def test_an_npz_write_interrupted_inside_zipfile_leaves_nothing_to_finish_at_exit(
+    tmp_path, monkeypatch, where
+):
+    """Ctrl-C landing inside ``zipfile`` (a run interrupted while writing its checkpoint): no
+    file, no temporary, and no archive left holding the closed temporary file, whose
+    finalizer would print "Exception ignored ... seek of closed file" when the process ends."""
+    import gc
+    import sys
+    import zipfile
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    target = {
+        "opening a member": (zipfile._ZipWriteFile, "__init__"),
+        "writing a member": (np.lib.format, "write_array"),
+        "closing a member": (zipfile._ZipWriteFile, "close"),
+    }[where]
+    original = getattr(*target)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    monkeypatch.setattr(*target, interrupt)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        write_npz(tmp_path / "checkpoint.npz", {"w": np.arange(10.0)})
+    monkeypatch.setattr(*target, original)  # a member's own finalizer closes it as usual
+    del caught
+    gc.collect()
+    assert unraisable == []
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_written_files_get_the_umask_mode_and_a_planted_link_is_not_followed(tmp_path):
     old = os.umask(0o027)
     try:
