@@ -1,10 +1,10 @@
-"""The configuration of AS-CFL and its baselines on rotated, label-skewed image clients
-(:mod:`fedprune.algorithms.ascfl`): one class per method of ``fedprune train
+"""The configuration of AS-CFL and its baselines on rotated, label-skewed image clients: one
+class per method of ``fedprune train
 ascfl|cfl|cfl-fixed|ifca`` (FedAvg is ``ifca --clusters 1``: one model averaged over all
 clients). :class:`ClusteredImageConfig` is AS-CFL's and holds every field; the baselines'
 classes share its fields, leave AS-CFL's own options unused and check their own options.
-The class, not the recorded ``method`` name, says which method a configuration runs
-(:mod:`fedprune.algorithms.ascfl.rules`).
+The class, not the recorded ``method`` name, says which method a configuration runs (the
+rule registered for the class).
 
 Defaults are the paper's (§4.1: 20 clients, α, sizes 10-60 %, rotations, learning rate 0.1
 decayed by 0.99 per round, batch 32; §3: θ = 0.85, 20 % candidates, β = 0.8, α = 0.2, 95 %
@@ -406,9 +406,8 @@ class _BaselineConfig(ClusteredImageConfig):
 
     def _check_choosable(self) -> None:
         """``--clusters auto`` on ``--clients`` N: the silhouette scores K = 2..N - 1 only,
-        so at least 3 clients and ``--max-clusters`` at most N - 1 (the pipeline's checks,
-        :func:`fedprune.algorithms.pipeline.compose.check_choosable`); one ConfigError line,
-        before anything is made."""
+        so at least 3 clients and ``--max-clusters`` at most N - 1 (the pipeline's
+        ``check_choosable``); one ConfigError line, before anything is made."""
         n = self.num_clients
         if n < 3:
             raise ConfigError(

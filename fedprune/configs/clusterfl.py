@@ -1,5 +1,4 @@
-"""ClusterFL's configuration (:mod:`fedprune.algorithms.clusterfl`; defaults from the CA-AFP
-paper's Tables 5-6)."""
+"""ClusterFL's configuration (defaults from the CA-AFP paper's Tables 5-6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FedAvg's configuration (:mod:`fedprune.algorithms.fedavg`; CA-AFP's Phase 1 alone)."""
+"""FedAvg's configuration (CA-AFP's Phase 1 alone)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FedCRef's configurations (:mod:`fedprune.algorithms.fedcref`).
+"""FedCRef's configurations.
 
 * :class:`SystemConfig`: the simulated federated system (paper Table 1), or your own
   unlabeled vectors (``--dataset PATH.npz``), and the initial clustering;
@@ -19,7 +19,7 @@ not used, K_i being each client's number of classes).
 
 ``--local-k auto`` (built-in datasets and your own file): every client chooses its K_i from
 its own data, the largest mean silhouette of its k-means clusterings with K = 2 ..
-``--max-local-k`` (:mod:`fedprune.algorithms.fedcref.local_k`). It needs the real initial
+``--max-local-k`` (FedCRef's ``local_k`` module). It needs the real initial
 clustering, ``--init kmeans-ae`` (then the default ``--init``); the dirty init simulates a
 clustering of each client's classes, whose count it takes as K_i, so the two are refused
 together.

@@ -73,8 +73,8 @@ def rounds(default: int = 50) -> Any:  # noqa: ANN401
     return param(default, help="global rounds", rule=count())
 
 
-AUTO = "auto"  # --clusters auto: K chosen from the data (fedprune.algorithms.caafp.choose_k)
-# fedprune.algorithms.caafp.choose_k.MIN_SILHOUETTE (not imported: it loads scikit-learn;
+AUTO = "auto"  # --clusters auto: K chosen from the data (CA-AFP's choose_k)
+# MIN_SILHOUETTE of CA-AFP's choose_k (not imported: it loads scikit-learn;
 # tests/configs/test_har.py checks the two agree)
 MIN_SILHOUETTE = 0.2
 
