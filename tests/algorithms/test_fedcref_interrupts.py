@@ -12,8 +12,10 @@ counts if the run has reached it in *this* process):
 * ``iteration 2``: iteration 1's metrics row appears (its checkpoint is being written; then
   iteration 2's local training);
 
-then the run is resumed to its end. Each process spends ~5 s importing and ~4 s building its
-TFF process, hence few points here; the random moments of the script below cover the rest.
+then the run is resumed to its end. After each interrupt no process of the run's group (its
+TFF worker) is left, and the resumed run's TensorBoard steps are the uninterrupted run's. Each
+process spends ~5 s importing and ~4 s building its TFF process, hence few points here; the
+random moments of the script below cover the rest.
 
 ``python -m tests.algorithms.test_fedcref_interrupts N`` interrupts N fresh runs at random
 moments instead (each resumed and compared; not part of the suite).
@@ -35,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from fedprune.runs.events import read_tags
 
 # 4 clients of 2-3 pattern classes; iteration 1 (~4.5 s) forms a community (FedAvg on TFF),
 # iteration 2 (~0.6 s) none, and the run stops after it (no active client left)
@@ -123,14 +127,24 @@ def interrupt_when(
     assert proc.returncode == 130, err
     assert lines[-1] == INTERRUPTED, err
     assert "Traceback" not in err, err
+    # its TFF worker got the same SIGINT; on a loaded machine it may need a moment to exit
+    grace = time.monotonic() + 5.0
+    while group_alive(proc.pid) and time.monotonic() < grace:
+        time.sleep(0.1)
+    assert group_alive(proc.pid) == [], "a process of the run (a TFF worker) outlived it by 5 s"
     return took, err
+
+
+def group_alive(pgid: int) -> list[str]:
+    """The process ids of the process group ``pgid`` still running."""
+    found = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout
+    return found.split()
 
 
 def worker_started(proc: subprocess.Popen) -> bool:
     """The run has started its TFF worker (a second process in its group): it is past its
     imports, inside the command line's handling of Ctrl-C."""
-    group = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True)
-    return len(group.stdout.split()) > 1
+    return len(group_alive(proc.pid)) > 1
 
 
 @pytest.fixture
@@ -236,6 +250,9 @@ def test_sigint_at_every_stage_ends_within_2_s_and_the_resumed_run_is_the_same(t
     assert straight.returncode == 0, err
     assert numbers(out) == numbers(tmp_path / "straight")
     assert metrics_rows(out) == metrics_rows(tmp_path / "straight") == 2
+    # the TensorBoard files: the same tags and steps as the uninterrupted run, each step once
+    resumed_tags, straight_tags = read_tags(out), read_tags(tmp_path / "straight")
+    assert resumed_tags == straight_tags and resumed_tags
 
 
 def measure(runs: int, seed: int = 0) -> None:

@@ -9,10 +9,12 @@ import pytest
 from edge_export.cli import main
 from edge_export.formats import FORMATS
 from edge_export.micro import MicroExport, write_c_array
+from fedprune.data.npz import read_arrays
 from fedprune.data.registry import load_federated
 from fedprune.models.cnn1d import build_har_cnn
-from fedprune.runs import RunDir
+from fedprune.runs import RunDir, names
 from tests.conftest import har_arrays, write_uci_har
+from tests.edge_export.conftest import EXPORTED_CLIENT
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +38,6 @@ TOLERANCE = {
     "int8-qat-sparse": (0.8, 0.05),
     "int16x8": (0.8, 0.01),
 }
-EXPORTED_CLIENT = 2
 
 
 def _fedavg_run(root):
@@ -80,11 +81,15 @@ def _micro_export(tmp_path_factory, clients: str, formats: str) -> tuple[Path, l
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    """Built once per module (15 epochs of Keras training); the tests only read it."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        return _fedavg_run(tmp_path_factory.mktemp("fedavg"))
+def trained_run(every_format_export):
+    """The shared run (``conftest.every_format_export``): its directory, data directory, the
+    Keras model of its weights and its federated data."""
+    run_dir, data_dir, _, _ = every_format_export
+    data = load_federated("uci_har", 0, data_dir, verbose=False)
+    model = build_har_cnn((128, 9), 6, seed=0)
+    checkpoint = read_arrays(run_dir / names.CHECKPOINT)
+    model.set_weights([checkpoint[f"trainable__{i}"] for i in range(checkpoint["trainable__n"])])
+    return run_dir, data_dir, model, data
 
 
 @pytest.fixture
@@ -94,16 +99,10 @@ def fedavg_run(trained_run):
 
 
 @pytest.fixture(scope="module")
-def every_format(trained_run, tmp_path_factory):
+def every_format(every_format_export):
     """Client 2 exported once in every format: the export directory and its report."""
-    run_dir, data_dir, _, _ = trained_run
-    out = tmp_path_factory.mktemp("export")
-    args = [str(run_dir), "--clients", str(EXPORTED_CLIENT), "--formats", ",".join(FORMATS)]
-    args += ["--qat-epochs", "1", "--out", str(out), "--data-dir", str(data_dir), "--no-progress"]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        assert main(args) == 0
-    return out, json.loads((out / "export_report.json").read_text())
+    _, _, out, report = every_format_export
+    return out, report
 
 
 def test_tolerances_cover_every_format():

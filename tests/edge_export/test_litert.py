@@ -12,8 +12,8 @@ import pytest
 
 from edge_export.formats import FORMATS
 from edge_export.verify import FALLBACK_RESOLVER, RUNTIMES, device_run, quantize
+from tests.edge_export.conftest import EXPORTED_CLIENT
 
-EXPORTED_CLIENT = 2
 # the formats whose fully connected layers get a DENSIFY op (per-weight masks): LiteRT 2.1-2.3's
 # default XNNPACK delegate refuses an int8 FULLY_CONNECTED fed by one ("failed to prepare")
 REFUSED = ("int8-sparse", "int8-qat-sparse")
@@ -44,21 +44,14 @@ def _classes(module, content: bytes, x: np.ndarray, resolver: str | None) -> np.
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """A trained, 70 % per-weight pruned FedAvg run's client 2 exported in every format: the
-    run's data, the export folder and its report."""
-    from edge_export.cli import main
-    from tests.edge_export.test_export import _fedavg_run
+def exported(every_format_export):
+    """A trained, 70 % per-weight pruned FedAvg run's client 2 exported in every format
+    (``conftest.every_format_export``): the run's data, the export folder and its report."""
+    from fedprune.data.registry import load_federated
 
     _litert()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        run_dir, data_dir, _, data = _fedavg_run(tmp_path_factory.mktemp("fedavg"))
-        out = tmp_path_factory.mktemp("export") / "export"
-        args = [str(run_dir), "--clients", str(EXPORTED_CLIENT), "--formats", ",".join(FORMATS)]
-        args += ["--qat-epochs", "1", "--out", str(out), "--data-dir", str(data_dir)]
-        assert main([*args, "--no-progress"]) == 0
-    return data, out, json.loads((out / "export_report.json").read_text())
+    _, data_dir, out, report = every_format_export
+    return load_federated("uci_har", 0, data_dir, verbose=False), out, report
 
 
 @pytest.mark.slow
