@@ -1,6 +1,6 @@
 """The reproduction studies on the shared runner (the CA-AFP robustness studies, AS-CFL,
-Fed-HIRE) by command name (``fedprune reproduce NAME``), imported on use so ``--help`` stays
-fast."""
+Fed-HIRE, fedprune's own studies) by command name (``fedprune reproduce NAME``), imported
+on use so ``--help`` stays fast."""
 
 from __future__ import annotations
 
@@ -80,6 +80,19 @@ STUDIES = {
         "CA-AFP on Table 2's cells and non-IID WISDM (k = 1, 2, 3), IFCA on rotated MNIST "
         "(label-skewed and rotation-only, ARI), FedCRef on its three datasets; fixed K "
         "against auto, 5 seeds; writes autok.md/.csv/.png.",
+        5,
+        "seed 0",
+    ),
+    "device": StudyCommand(
+        "fedprune.reproduce.device:STUDY",
+        "what pruning costs in accuracy and buys on the device: Table 2's CA-AFP cells, "
+        "per-weight and structured masks, the small model, exported and measured",
+        "CA-AFP (0,0,50) on UCI-HAR and WISDM, FT 3 and 25, for the paper's model with "
+        "per-weight masks at 70 %, structured masks (--structure filters) at 50/70/85 % and "
+        "--model har_cnn_small; each run exported (int8 per client: size, TFLite Micro arena, "
+        "LiteRT time; Cortex-M4 instructions under QEMU where the Arm toolchain and a TFLite "
+        "Micro tree are found: $FEDPRUNE_TFLM_DIR, $FEDPRUNE_CMSIS_DIR), 5 seeds; writes "
+        "device.md/.csv/.png.",
         5,
         "seed 0",
     ),

@@ -14,6 +14,11 @@ same ``<out>/runs``), then ``fedprune finetune`` (:mod:`fedprune.algorithms.refi
 fine-tunes it for the point's lengths into the point's own run directory, so the same
 federated rounds are never trained twice. A point whose run directory already holds a
 finished run is skipped, however it was made.
+
+A study may also work on each run once it is trained (:attr:`Study.after_run`, e.g. the
+device study exports every run's models and measures them): called for every run directory
+of the grid after training, it skips what an earlier invocation finished, as training does,
+and what it returns reaches ``measure`` as the run summary's ``after_run``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import dataclasses
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,7 +95,8 @@ class Study:
     """What a reproduction target trains and reports; see the module docstring.
 
     ``measure(summary)`` turns one run's summary into rows: ``(extra labels, values)``,
-    e.g. one row per fine-tuning epoch count. ``paper_columns`` maps a measured value to the
+    e.g. one row per fine-tuning epoch count; a value is a number, ``None`` (not measured)
+    or a text (e.g. the CPU a time was measured on). ``paper_columns`` maps a measured value to the
     column of ``paper_values/NAME_paper.csv`` that holds the paper's value, matched on the
     label columns. ``claims(rows)`` and ``plot(rows, path)`` work on the aggregated rows.
     """
@@ -99,7 +106,7 @@ class Study:
     datasets: tuple[str, ...]
     default_seeds: int
     points: Callable[[bool], list[Point]]
-    measure: Callable[[dict], list[tuple[Labels, dict[str, float | None]]]]
+    measure: Callable[[dict], list[tuple[Labels, dict[str, float | str | None]]]]
     paper_columns: dict[str, str]
     claims: Callable[[list[dict]], list[Claim]]
     plot: Callable[[list[dict], Path], None]
@@ -112,6 +119,11 @@ class Study:
     curves: Callable[[list[Point], dict[Labels, dict[str, np.ndarray]], Path], None] | None = None
     curve_columns: tuple[str, ...] = ()
     from_paper: bool = True  # False: fedprune's own study, no paper_values/NAME_paper.csv
+    # a step after training, per run: ``after_run(run_dir, data_dir)`` is called once for
+    # every run directory of the grid when all are trained (the module docstring); it skips
+    # what an earlier invocation finished and returns what it measured, which ``measure``
+    # finds in ``summary["after_run"]``
+    after_run: Callable[[Path, str | None], dict] | None = None
 
     @property
     def paper_csv(self) -> Path:
@@ -169,14 +181,25 @@ def jobs(
     return list(bases.values()), todo
 
 
-def collect(study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path) -> list[dict]:
+def collect(
+    study: Study,
+    points: Sequence[Point],
+    seeds: Sequence[int],
+    out: Path,
+    after: dict[Path, dict] | None = None,
+) -> list[dict]:
     """One row per point (and extra labels from ``measure``): every measured value's mean
-    and population std over the seeds (``NAME``, ``NAME_std``), ``seeds`` and the runs'
-    summed wall time ``wall_s``."""
+    and population std over the seeds (``NAME``, ``NAME_std``; a text value: its distinct
+    texts joined by "; "), ``seeds`` and the runs' summed wall time ``wall_s``. ``after``:
+    what :attr:`Study.after_run` returned per run directory (:func:`after_runs`), given to
+    ``measure`` as the summary's ``after_run``."""
     rows: dict[Labels, dict] = {}
     for p in points:
         for s in seeds:
-            summary = open_finished(run_dir(out, study, p, s)).summary
+            path = run_dir(out, study, p, s)
+            summary = open_finished(path).summary
+            if after is not None and path in after:
+                summary = {**summary, "after_run": after[path]}
             measured = study.measure(summary)
             for extra, values in measured:  # a run's wall time is shared by its rows
                 row = rows.setdefault(p.labels + extra, {"_values": {}, "wall_s": 0.0})
@@ -188,12 +211,31 @@ def collect(study: Study, points: Sequence[Point], seeds: Sequence[int], out: Pa
         entry: dict = dict(labels)
         for name, values in row.pop("_values").items():
             known = [v for v in values if v is not None]
+            if known and all(isinstance(v, str) for v in known):
+                entry[name] = "; ".join(dict.fromkeys(known))
+                continue
             entry[name] = float(np.mean(known)) if known else None
             entry[f"{name}_std"] = float(np.std(known)) if len(known) > 1 else None
         entry["seeds"] = len(seeds)
         entry["wall_s"] = row["wall_s"]
         table.append(entry)
     return table
+
+
+def after_runs(
+    study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path, data_dir: str | None
+) -> tuple[dict[Path, dict], float]:
+    """:attr:`Study.after_run` of every distinct run directory of the grid (none without
+    it), and the wall time it took (s)."""
+    start = time.perf_counter()
+    found: dict[Path, dict] = {}
+    if study.after_run is None:
+        return found, 0.0
+    for s in seeds:
+        for p in unique_points(points):
+            path = run_dir(out, study, p, s)
+            found[path] = study.after_run(path, data_dir)
+    return found, time.perf_counter() - start
 
 
 def round_values(
@@ -506,7 +548,9 @@ def reproduce(
     bases, todo = jobs(study, points, seed_list, out, data_dir)
     wall = runner.run_jobs(bases, parallel, shared=study.shared_process)
     wall += runner.run_jobs(todo, parallel, shared=study.shared_process)
-    table = join_paper(study, collect(study, points, seed_list, out))
+    after, after_wall = after_runs(study, points, seed_list, out, data_dir)
+    wall += after_wall
+    table = join_paper(study, collect(study, points, seed_list, out, after))
     stem = study.file_stem + ("_quick" if quick else "")
     write_csv(table, out / f"{stem}.csv")
     study.plot(table, out / f"{stem}.png")

@@ -1,0 +1,122 @@
+"""``fedprune reproduce device`` end to end on the fixture UCI-HAR with a short schedule: every
+setting is trained and exported for real (edge-export: int8 per client, TFLite Micro arena,
+LiteRT), its row has the device columns, the structured and small models' files are smaller
+than the paper model's, and a second invocation trains and exports nothing while an export
+left incomplete is made again. The Cortex-M builds are left out here (their TFLite Micro and
+CMSIS-NN objects take many CPU-minutes; tests/edge_export/test_cortex_m.py builds them): the
+table must say that they were not measured and why."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import subprocess
+
+import pytest
+
+from fedprune.reproduce import device
+from fedprune.reproduce import study as S
+from tests.conftest import har_arrays, write_uci_har
+
+pytestmark = pytest.mark.slow
+
+# Table 2's cell shortened: 2 masked rounds, masks from the first, 1 fine-tuning epoch
+SCHEDULE = (
+    *("--split", "time-ordered", "--ft-epochs", "1", "--phases", "0,0,2"),
+    *("--prune-frequency", "1", "--clusters", "2", "--clients-per-round", "3"),
+    *("--local-epochs", "1"),
+)
+
+
+def _study() -> S.Study:
+    return dataclasses.replace(
+        device.STUDY,
+        datasets=("uci_har",),
+        points=lambda quick: device.grid(("uci_har",), SCHEDULE),
+    )
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory):
+    """The fixture data, the study's --out after one ``--quick`` reproduction, and its rows."""
+    root = tmp_path_factory.mktemp("device")
+    data = root / "data"
+    (data / "uci_har").mkdir(parents=True)
+    write_uci_har(data / "uci_har", *har_arrays(6, subjects=tuple(range(1, 7))), as_zip=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FEDPRUNE_CACHE_DIR", str(root / "cache"))
+        patch.setenv(device.TFLM_ENV, str(root / "no-tflm"))
+        S.reproduce(_study(), root / "out", quick=True, data_dir=str(data))
+    with open(root / "out" / "device_quick.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return data, root / "out", rows
+
+
+def _row(rows: list[dict], setting: device.Setting) -> dict:
+    (row,) = [r for r in rows if all(r[k] == v for k, v in setting.labels)]
+    return row
+
+
+def test_every_setting_has_a_row_with_its_device_columns(reproduced):
+    _, out, rows = reproduced
+    assert len(rows) == len(device.SETTINGS)  # one dataset, one fine-tuning length
+    for setting in device.SETTINGS:
+        row = _row(rows, setting)
+        assert row["dataset"] == "uci_har" and row["ft"] == "1" and row["seeds"] == "1"
+        for name in ("acc", "int8_acc", "int8_kb", "arena_kb", "litert_us"):
+            assert float(row[name]) > 0, (setting, name)
+        assert row["litert_loads"] == "6/6"  # every client's int8 file loads in LiteRT
+        assert row["m4_cmsis_nn_minstr"] == ""  # not built, and said so
+        assert row["cortex_m"].startswith("not measured: no TFLite Micro tree at")
+    text = (out / "device_quick.md").read_text()
+    assert text.count("not measured¹") == len(device.SETTINGS) * 4
+    assert f"¹ {device.CORTEX_M}: not measured: no TFLite Micro tree at" in text
+    assert "Pareto front" in text and "yes" in text
+    assert (out / "device_quick.png").stat().st_size > 10_000
+    for point in _study().points(True):
+        report = device.export_dir(S.run_dir(out, device.STUDY, point, 0)) / device.REPORT
+        assert report.is_file(), point.stem
+
+
+def test_structured_and_small_models_cost_less_than_the_paper_model(reproduced):
+    _, _, rows = reproduced
+    size = {s: float(_row(rows, s)["int8_kb"]) for s in device.SETTINGS}
+    arena = {s: float(_row(rows, s)["arena_kb"]) for s in device.SETTINGS}
+    half, seventy, most = device.STRUCTURED
+    assert size[most] < size[seventy] < size[half] < size[device.PAPER]
+    assert size[device.SMALL] < size[device.PAPER]
+    assert arena[half] < arena[device.PAPER] and arena[device.SMALL] < arena[device.PAPER]
+
+
+def test_a_second_invocation_trains_and_exports_only_what_is_missing(
+    reproduced, monkeypatch, capsys
+):
+    data, out, _ = reproduced
+    points = _study().points(True)
+    reports = [
+        device.export_dir(S.run_dir(out, device.STUDY, p, 0)) / device.REPORT for p in points
+    ]
+    before = {r: r.stat().st_mtime_ns for r in reports}
+    monkeypatch.setattr(S.runner._Children, "run", lambda *a, **k: pytest.fail("retrained"))
+    monkeypatch.setenv(device.TFLM_ENV, str(out / "no-tflm"))
+    exported = []
+
+    def export(command, **kwargs):
+        if "edge_export.cli" in command:
+            exported.append(command)
+        return original(command, **kwargs)
+
+    original = subprocess.run
+    monkeypatch.setattr(device.subprocess, "run", export)
+    S.reproduce(_study(), out, quick=True, data_dir=str(data))
+    assert exported == [] and {r: r.stat().st_mtime_ns for r in reports} == before
+    assert capsys.readouterr().err.count(": exported") == len(points)
+    # an export killed while its files moved in: some files, no report; it is made again
+    redo = reports[1]
+    redo.unlink()
+    S.reproduce(_study(), out, quick=True, data_dir=str(data))
+    assert len(exported) == 1 and str(redo.parent) in exported[0]
+    assert redo.is_file()
+    assert {r: r.stat().st_mtime_ns for r in reports if r != redo} == {
+        r: t for r, t in before.items() if r != redo
+    }
