@@ -27,6 +27,9 @@ cluster (F from the first cluster step on); the deployed personal model of a cli
 w_i, fine-tuned like every method's (3 and 25 epochs). Every round each sampled client
 downloads Omega_i - U_i and uploads w_i, both dense (Eq. 13). The straggler-dropout and
 node-selection parts of ClusterFL (for slow devices) are not simulated.
+
+A run (:func:`run_clusterfl`) is :class:`ClusterFLRun` on the run composer
+(:mod:`fedprune.engine.compose`), its rounds :class:`ClusterFLRounds` on the shared loop.
 """
 
 from __future__ import annotations
@@ -42,15 +45,16 @@ from fedprune.algorithms.caafp.communication import CommAccounts
 from fedprune.algorithms.personal import finetune_personal
 from fedprune.checks import check_at_most
 from fedprune.configs.clusterfl import ClusterFLConfig
-from fedprune.configs.protocol import dataset_label, settle
+from fedprune.configs.protocol import dataset_label
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
-from fedprune.engine.loop import Step, run_rounds
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, har_model
+from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.engine.process import build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_rounds_concurrently, sample_clients
 from fedprune.models.spec import ModelSpec
-from fedprune.models.user import UserModel, resolve, write_architecture
+from fedprune.models.user import UserModel
 from fedprune.runs import RunDir, artefacts, names
 from fedprune.runs.files import damaged
 from fedprune.runs.finished import FinishedRun
@@ -120,76 +124,78 @@ class ClusterFLState:
         }
         return arrays, self.accounts.scalars()
 
+    @classmethod
+    def from_checkpoint(cls, arrays: dict, accounts: CommAccounts) -> ClusterFLState:
+        w, u, omega, labels = (arrays[k][0] for k in ("w", "u", "omega", "labels"))
+        return cls(w, u, omega, labels, accounts)
 
-def run_clusterfl(
-    config: ClusterFLConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-    model: UserModel | None = None,
-) -> dict:
-    """Train (or resume, or return the finished) ClusterFL run in ``out``. ``model``: your own
-    model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
-    config, record = settle(config, out, config.ADDED_LATER)
-    run = RunDir.existing(out, record)
-    if run is not None and run.finished:
-        return run.read_summary()
-    data = load_recorded(har_recipe(config), data_dir)
-    clients = f"{dataset_label(config.dataset)}'s clients"
-    check_at_most("clusters", config.clusters, data.num_clients, clients)
-    check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
-    trained = resolve(config.model, model, out)
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
-    keras = spec.keras()  # your model is checked before anything is written
-    run = run or RunDir(out, record)  # only now: a refused configuration leaves no directory
-    if isinstance(trained, UserModel):
-        write_architecture(keras, run.path)
-    init = [np.asarray(w) for w in spec.initial_weights().trainable]
-    ids = [c.client_id for c in data.clients]
-    by_id = {c.client_id: c for c in data.clients}
-    row_of = {cid: i for i, cid in enumerate(ids)}
-    n_params = int(sum(w.size for w in init))
-
-    def accounts(saved: dict | None = None) -> CommAccounts:
-        return CommAccounts(n_params, n_params, n_params, saved)  # dense: nothing prunable
-
-    def initial() -> ClusterFLState:
-        w = np.tile(_flat(init), (len(ids), 1))
-        return ClusterFLState(
-            w, np.zeros_like(w), w.copy(), np.zeros(len(ids), np.int64), accounts()
+    @staticmethod
+    def schema(clients: int, params: int, clusters: int) -> Schema:
+        """What a checkpoint of this state holds for ``clients`` clients, a model of
+        ``params`` weights and ``clusters`` clusters: W, U and Omega of (clients, params), and
+        one cluster below ``clusters`` per client."""
+        return Schema(
+            {**{k: [(clients, params)] for k in ("w", "u", "omega")}, "labels": [(clients,)]},
+            {"labels": clusters},
         )
 
-    def restore(_rounds: int, arrays: dict, scalars: dict) -> ClusterFLState:
-        run.check_checkpoint_labels(arrays, "labels", config.clusters)
-        w, u, omega, labels = (arrays[k][0] for k in ("w", "u", "omega", "labels"))
-        return ClusterFLState(w, u, omega, labels, accounts(scalars))
 
-    process = build_learning_process(
-        spec, LocalTraining(config.local_epochs, config.learning_rate, prox=config.rho)
-    )
-    base = process.initialize()
+class ClusterFLRounds(Algorithm[ClusterFLState]):
+    """ClusterFL's rounds on the shared loop: the local, Omega, cluster and dual steps (the
+    module's 1-4)."""
 
-    def step(r: int, state: ClusterFLState) -> Step[ClusterFLState]:
+    def __init__(self, config: ClusterFLConfig, data: FederatedData, spec: ModelSpec):
+        self.config = config
+        self.init = [np.asarray(w) for w in spec.initial_weights().trainable]
+        self.ids = [c.client_id for c in data.clients]
+        self.by_id = {c.client_id: c for c in data.clients}
+        self.row_of = {cid: i for i, cid in enumerate(self.ids)}
+        self.n_params = int(sum(w.size for w in self.init))
+        self.process = build_learning_process(
+            spec, LocalTraining(config.local_epochs, config.learning_rate, prox=config.rho)
+        )
+        self.base = self.process.initialize()
+
+    def accounts(self, saved: dict | None = None) -> CommAccounts:
+        n = self.n_params
+        return CommAccounts(n, n, n, saved)  # dense: nothing prunable
+
+    def describe(self, t: int) -> str:
+        return f"clusterfl {dataset_label(self.config.dataset)}"
+
+    def initial(self) -> ClusterFLState:
+        w = np.tile(_flat(self.init), (len(self.ids), 1))
+        labels = np.zeros(len(self.ids), np.int64)
+        return ClusterFLState(w, np.zeros_like(w), w.copy(), labels, self.accounts())
+
+    def schema(self, arrays: dict) -> Schema:
+        return ClusterFLState.schema(len(self.ids), self.n_params, self.config.clusters)
+
+    def restore(self, rounds_done: int, arrays: dict, scalars: dict) -> ClusterFLState:
+        return ClusterFLState.from_checkpoint(arrays, self.accounts(scalars))
+
+    def step(self, r: int, state: ClusterFLState) -> Step[ClusterFLState]:
         """One round: local steps of the sampled clients, then the Omega, cluster and dual
         steps (the module's 1-4)."""
-        chosen = sample_clients(ids, config.clients_per_round, config.seed, r)
+        config, process, init, row_of = self.config, self.process, self.init, self.row_of
+        chosen = sample_clients(self.ids, config.clients_per_round, config.seed, r)
         w, u, omega = state.w, state.u, state.omega
         f = indicator(state.labels, config.clusters)
         jobs = []
         for cid in chosen:
             i = row_of[cid]
             start = process.set_model_weights(
-                base, tff.learning.models.ModelWeights(_unflat(w[i], init), [])
+                self.base, tff.learning.models.ModelWeights(_unflat(w[i], init), [])
             )
             start = with_client_work_state(start, anchor=_unflat(omega[i] - u[i], init))
-            jobs.append((process, start, [by_id[cid]]))
+            jobs.append((process, start, [self.by_id[cid]]))
         outputs = run_rounds_concurrently(jobs, r, config.seed, config.batch_size)
         losses = []
         for cid, output in zip(chosen, outputs):
             trained = process.get_model_weights(output.state).trainable
             w[row_of[cid]] = _flat([np.asarray(t) for t in trained])
             losses.append(float(output.metrics["client_work"]["train"]["train_loss"]))
-        state.accounts.model(n_params, 2 * len(chosen))
+        state.accounts.model(self.n_params, 2 * len(chosen))
         omega = omega_step(w, u, f, config.rho, config.alpha, config.beta).astype(np.float32)
         labels, f = cluster_step(omega, config.clusters, config.seed)
         u = (u + w - omega).astype(np.float32)
@@ -205,42 +211,62 @@ def run_clusterfl(
         }
         return Step(ClusterFLState(w, u, omega, labels, state.accounts), [row])
 
-    result = run_rounds(
-        run,
-        initial,
-        restore,
-        step,
-        config.rounds,
-        desc=f"clusterfl {dataset_label(config.dataset)}",
-        progress=progress,
-        shapes=lambda _arrays: {
-            **{k: [(len(ids), n_params)] for k in ("w", "u", "omega")},
-            "labels": [(len(ids),)],
-        },
-    )
-    state = result.state
-    artefacts.write_clusters(run.path, {cid: int(state.labels[row_of[cid]]) for cid in ids})
-    start, ones = personal_starts(state.w, ids, spec)
-    tuned, deploy = finetune_personal(
-        run, data, start, ones, config, progress, pruned=False, model=trained
-    )
-    summary = {
-        "method": config.method,
-        "dataset": config.dataset,
-        "seed": config.seed,
-        "rounds": config.rounds,
-        "num_clients": data.num_clients,
-        "params": n_params,
-        "dense_layers": dense_layers(keras),
-        "clusters": {str(c): int(np.sum(state.labels == c)) for c in range(config.clusters)},
-        "sparsity": tuned.sparsity,
-        **state.accounts.summary(),
-        "wall_s": result.clock.seconds(),
-        "finetune": tuned.summary,
-        "deploy": deploy,
-    }
-    run.write_summary(summary)
-    return summary
+
+class ClusterFLRun(RunPlan[ClusterFLConfig]):
+    """A ClusterFL run for the composer (:mod:`fedprune.engine.compose`): the HAR data, the
+    clusters and clients per round checked against it, the model; the rounds; then the
+    clusters, every client's fine-tuning from its own w_i, and the summary."""
+
+    def __init__(self, config: ClusterFLConfig, inputs: Inputs):
+        super().__init__(config, inputs)
+        data = self.data = load_recorded(har_recipe(config), inputs.data_dir)
+        clients = f"{dataset_label(config.dataset)}'s clients"
+        check_at_most("clusters", config.clusters, data.num_clients, clients)
+        check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
+        self.spec, self.keras, self.architecture = har_model(config, data, inputs)
+
+    def start(self, run: RunDir) -> tuple[ClusterFLRounds, int]:
+        self.rounds = ClusterFLRounds(self.config, self.data, self.spec)
+        return self.rounds, self.config.rounds
+
+    def summary(self, run: RunDir, result: RoundsResult[ClusterFLState]) -> dict:
+        config, data, state, ids = self.config, self.data, result.state, self.rounds.ids
+        artefacts.write_clusters(run.path, {cid: int(state.labels[r]) for r, cid in enumerate(ids)})
+        start, ones = personal_starts(state.w, ids, self.spec)
+        progress, model = self.inputs.progress, self.spec.model
+        tuned, deploy = finetune_personal(
+            run, data, start, ones, config, progress, pruned=False, model=model
+        )
+        return {
+            "method": config.method,
+            "dataset": config.dataset,
+            "seed": config.seed,
+            "rounds": config.rounds,
+            "num_clients": data.num_clients,
+            "params": self.rounds.n_params,
+            "dense_layers": dense_layers(self.keras),
+            "clusters": {str(c): int(np.sum(state.labels == c)) for c in range(config.clusters)},
+            "sparsity": tuned.sparsity,
+            **state.accounts.summary(),
+            "wall_s": result.clock.seconds(),
+            "finetune": tuned.summary,
+            "deploy": deploy,
+        }
+
+
+FAMILIES.register(ClusterFLConfig, ClusterFLRun)
+
+
+def run_clusterfl(
+    config: ClusterFLConfig,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+    model: UserModel | None = None,
+) -> dict:
+    """Train (or resume, or return the finished) ClusterFL run in ``out``. ``model``: your own
+    model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
+    return compose_run(ClusterFLRun, config, out, data_dir, progress, model=model)
 
 
 def personal_starts(

@@ -3,6 +3,9 @@
 Each round samples ``clients_per_round`` clients (seeded by (seed, round)), runs
 ``local_epochs`` epochs of Adam on each, and averages the models weighted by data size.
 The model every client is evaluated with is the final global model.
+
+A run (:func:`run_fedavg`) is :class:`FedAvgRun` on the run composer
+(:mod:`fedprune.engine.compose`), its rounds :class:`FedAvgRounds` on the shared loop.
 """
 
 from __future__ import annotations
@@ -17,16 +20,18 @@ import tensorflow_federated as tff
 from fedprune.algorithms.caafp.communication import eq13_bytes
 from fedprune.checks import check_at_most
 from fedprune.configs.fedavg import FedAvgConfig
-from fedprune.configs.protocol import dataset_label, settle
+from fedprune.configs.protocol import dataset_label
+from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, har_model
 from fedprune.engine.evaluation import client_accuracies
 from fedprune.engine.held_out import COLUMN, HeldOut
-from fedprune.engine.loop import Step, run_rounds
+from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.engine.metrics import fairness, noise_summary
 from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
 from fedprune.models.spec import ModelSpec
-from fedprune.models.user import UserModel, resolve, write_architecture
+from fedprune.models.user import UserModel
 from fedprune.runs import RunDir
 from fedprune.runs.deploy import har_manifest
 from fedprune.sparsity.layers import dense_layers
@@ -48,6 +53,11 @@ class FedAvgState:
     def from_checkpoint(cls, _rounds: int, arrays: dict, scalars: dict) -> FedAvgState:
         return cls(arrays["trainable"], arrays.get("non_trainable", []), scalars["comm_bytes"])
 
+    @staticmethod
+    def schema(spec: ModelSpec) -> Schema:
+        """What a checkpoint of this state holds for the model of ``spec``: its weights."""
+        return Schema(weight_shapes(spec))
+
 
 def weight_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, ...]]]:
     """The shapes of a FedAvg checkpoint's arrays for the model of ``spec``."""
@@ -58,46 +68,35 @@ def weight_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, ...]]]:
     }
 
 
-def run_fedavg(
-    config: FedAvgConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-    model: UserModel | None = None,
-) -> dict:
-    """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary.
-    ``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
-    config, record = settle(config, out, config.ADDED_LATER)
-    run = RunDir.existing(out, record)
-    if run is not None and run.finished:
-        return run.read_summary()
-    data = load_recorded(har_recipe(config), data_dir)
-    check_at_most(
-        "clients_per_round",
-        config.clients_per_round,
-        data.num_clients,
-        f"{dataset_label(config.dataset)}'s clients",
-    )
-    trained = resolve(config.model, model, out)
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
-    keras = spec.keras()  # your model is checked before anything is written
-    run = run or RunDir(out, record)  # only now: a refused configuration leaves no directory
-    if isinstance(trained, UserModel):
-        write_architecture(keras, run.path)
-    process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
-    params = int(sum(w.size for w in spec.initial_weights().trainable))
-    by_id = {c.client_id: c for c in data.clients}
-    held_out = HeldOut(config.eval_every, config.rounds, spec.keras, by_id)
-    base = process.initialize()  # stateless server and aggregator: only the weights carry over
+class FedAvgRounds(Algorithm[FedAvgState]):
+    """FedAvg's rounds on the composer's loop: sample, train, average (the module text)."""
 
-    def initial() -> FedAvgState:
-        weights = spec.initial_weights()
+    def __init__(self, config: FedAvgConfig, data: FederatedData, spec: ModelSpec):
+        self.config, self.spec = config, spec
+        self.process = build_fedavg_process(spec, config.local_epochs, config.learning_rate)
+        self.params = int(sum(w.size for w in spec.initial_weights().trainable))
+        self.by_id = {c.client_id: c for c in data.clients}
+        self.held_out = HeldOut(config.eval_every, config.rounds, spec.keras, self.by_id)
+        self.base = self.process.initialize()  # stateless server and aggregator: weights only
+
+    def describe(self, t: int) -> str:
+        return f"{self.config.method} {dataset_label(self.config.dataset)}"
+
+    def initial(self) -> FedAvgState:
+        weights = self.spec.initial_weights()
         return FedAvgState(list(weights.trainable), list(weights.non_trainable))
 
-    def step(t: int, state: FedAvgState) -> Step[FedAvgState]:
+    def schema(self, arrays: dict) -> Schema:
+        return FedAvgState.schema(self.spec)
+
+    def restore(self, rounds_done: int, arrays: dict, scalars: dict) -> FedAvgState:
+        return FedAvgState.from_checkpoint(rounds_done, arrays, scalars)
+
+    def step(self, t: int, state: FedAvgState) -> Step[FedAvgState]:
+        config, process, by_id = self.config, self.process, self.by_id
         ids = sample_clients(list(by_id), config.clients_per_round, config.seed, t)
         start = process.set_model_weights(
-            base, tff.learning.models.ModelWeights(state.trainable, state.non_trainable)
+            self.base, tff.learning.models.ModelWeights(state.trainable, state.non_trainable)
         )
         began = time.perf_counter()
         output = run_round(
@@ -105,7 +104,7 @@ def run_fedavg(
         )
         seconds = time.perf_counter() - began
         weights = process.get_model_weights(output.state)
-        comm = state.comm_bytes + 2 * len(ids) * eq13_bytes(params, 0.0)
+        comm = state.comm_bytes + 2 * len(ids) * eq13_bytes(self.params, 0.0)
         train = output.metrics["client_work"]["train"]
         row = {
             "round": t,
@@ -121,46 +120,71 @@ def run_fedavg(
             [np.asarray(w) for w in weights.non_trainable],
             comm,
         )
-        if held_out.due(t):
-            row[COLUMN] = held_out.accuracy(new.trainable, sorted(by_id))
+        if self.held_out.due(t):
+            row[COLUMN] = self.held_out.accuracy(new.trainable, sorted(by_id))
         postfix = {"loss": f"{row['train_loss']:.3f}", "acc": f"{row['train_accuracy']:.3f}"}
         return Step(new, [row], postfix)
 
-    result = run_rounds(
-        run,
-        initial,
-        FedAvgState.from_checkpoint,
-        step,
-        config.rounds,
-        desc=f"{config.method} {dataset_label(config.dataset)}",
-        progress=progress,
-        shapes=lambda _arrays: weight_shapes(spec),
-    )
-    client_acc = client_accuracies(keras, data.clients, result.state.trainable)
-    shape, labels = data.input_shape, data.class_names
-    summary = {
-        "method": config.method,
-        "dataset": config.dataset,
-        "seed": config.seed,
-        "rounds": config.rounds,
-        "num_clients": data.num_clients,
-        "params": params,
-        "dense_layers": dense_layers(keras),
-        "avg_acc": sum(client_acc.values()) / len(client_acc),
-        "fairness": fairness(client_acc),
-        "client_acc": {str(k): v for k, v in client_acc.items()},
-        "comm_mb_eq13": result.state.comm_bytes / 1e6,
-        "comm_mib_eq13": result.state.comm_bytes / 1024**2,  # the paper's unit
-        "wall_s": result.clock.seconds(),
-        "deploy": har_manifest(
-            "global",
-            har_recipe(config),
-            shape,
-            labels,
-            model=spec.recorded_model,
-        ).to_json(),
-    }
-    if data.noisy_clients:
-        summary["label_noise"] = noise_summary(data.noisy_clients, client_acc)
-    run.write_summary(summary)
-    return summary
+
+class FedAvgRun(RunPlan[FedAvgConfig]):
+    """A FedAvg run for the composer (:mod:`fedprune.engine.compose`): the HAR data, its
+    client count checked, the model; then the rounds and the summary."""
+
+    def __init__(self, config: FedAvgConfig, inputs: Inputs):
+        super().__init__(config, inputs)
+        self.data = load_recorded(har_recipe(config), inputs.data_dir)
+        check_at_most(
+            "clients_per_round",
+            config.clients_per_round,
+            self.data.num_clients,
+            f"{dataset_label(config.dataset)}'s clients",
+        )
+        self.spec, self.keras, self.architecture = har_model(config, self.data, inputs)
+
+    def start(self, run: RunDir) -> tuple[FedAvgRounds, int]:
+        self.rounds = FedAvgRounds(self.config, self.data, self.spec)
+        return self.rounds, self.config.rounds
+
+    def summary(self, run: RunDir, result: RoundsResult[FedAvgState]) -> dict:
+        config, data, keras = self.config, self.data, self.keras
+        client_acc = client_accuracies(keras, data.clients, result.state.trainable)
+        summary = {
+            "method": config.method,
+            "dataset": config.dataset,
+            "seed": config.seed,
+            "rounds": config.rounds,
+            "num_clients": data.num_clients,
+            "params": self.rounds.params,
+            "dense_layers": dense_layers(keras),
+            "avg_acc": sum(client_acc.values()) / len(client_acc),
+            "fairness": fairness(client_acc),
+            "client_acc": {str(k): v for k, v in client_acc.items()},
+            "comm_mb_eq13": result.state.comm_bytes / 1e6,
+            "comm_mib_eq13": result.state.comm_bytes / 1024**2,  # the paper's unit
+            "wall_s": result.clock.seconds(),
+            "deploy": har_manifest(
+                "global",
+                har_recipe(config),
+                data.input_shape,
+                data.class_names,
+                model=self.spec.recorded_model,
+            ).to_json(),
+        }
+        if data.noisy_clients:
+            summary["label_noise"] = noise_summary(data.noisy_clients, client_acc)
+        return summary
+
+
+FAMILIES.register(FedAvgConfig, FedAvgRun)
+
+
+def run_fedavg(
+    config: FedAvgConfig,
+    out: str | Path,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+    model: UserModel | None = None,
+) -> dict:
+    """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary.
+    ``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
+    return compose_run(FedAvgRun, config, out, data_dir, progress, model=model)

@@ -43,6 +43,7 @@ from fedprune.algorithms.personal import finetune_personal, log_finetune
 from fedprune.configs.fields import Config
 from fedprune.configs.protocol import with_protocol
 from fedprune.data.registry import har_recipe, load_recorded
+from fedprune.engine.compose import Inputs, RunPlan, compose_run
 from fedprune.errors import ConfigError
 from fedprune.lazy import resolve
 from fedprune.methods import METHODS, Method
@@ -93,6 +94,73 @@ def derived_config(run: FinishedRun, ft_epochs: tuple[int, ...], out: Path) -> d
     return {**record, "finetuned_from": source}
 
 
+@dataclasses.dataclass(frozen=True)
+class Refinement:
+    """What ``fedprune finetune`` is asked: the finished run ``source`` fine-tuned again for
+    ``ft_epochs``; once settled (:meth:`RefinementRun.settle`), ``run`` is that run opened and
+    ``record`` the new run's configuration (:func:`derived_config`)."""
+
+    source: str | os.PathLike
+    ft_epochs: tuple[int, ...]
+    run: FinishedRun | None = None
+    record: dict | None = None
+
+
+class RefinementRun(RunPlan[Refinement]):
+    """``fedprune finetune`` as a run of the composer (:mod:`fedprune.engine.compose`): the
+    record is the source's configuration with the new lengths (:func:`derived_config`); the
+    source's data, model and fine-tuning start are loaded before ``out`` is made; there are
+    no rounds; the summary fine-tunes, copies the source's files and writes the summary."""
+
+    @classmethod
+    def settle(cls, config: Refinement, out: Path) -> tuple[Refinement, dict]:
+        check_out_dir(out)
+        run = open_finished(config.source)
+        record = derived_config(run, config.ft_epochs, out)
+        return dataclasses.replace(config, run=run, record=record), record
+
+    def __init__(self, config: Refinement, inputs: Inputs):
+        super().__init__(config, inputs)
+        run = self.source = config.run
+        method = METHODS[run.method]
+        self.settings = with_protocol(method_config(method, config.record), run.config)
+        self.data = load_recorded(har_recipe(self.settings), inputs.data_dir)
+        # a table model, or the source run's model.json
+        self.trained = user.resolve(self.settings.model, None, run.path)
+        data = self.data
+        spec = ModelSpec(data.input_shape, data.num_classes, self.settings.seed, self.trained)
+        self.start_weights, self.kernel_masks = resolve(method.finetune_start)(run, data, spec)
+
+    def summary(self, run: RunDir, result: None) -> dict:
+        source, out = self.source, self.inputs.out
+        clock = time.perf_counter()
+        tuned, deploy = finetune_personal(
+            run,
+            self.data,
+            self.start_weights,
+            self.kernel_masks,
+            self.settings,
+            self.inputs.progress,
+            pruned=(source.path / names.MASKS).exists(),
+            model=self.trained,
+        )
+        seconds = time.perf_counter() - clock
+        for name in COPIED:
+            if (source.path / name).exists():
+                shutil.copy2(source.path / name, out / name)
+        run.events.rebuild(run.metrics_rows())  # the source run's rounds, then these lengths
+        log_finetune(run, tuned)
+        return {
+            **source.summary,
+            "finetune": tuned.summary,
+            "sparsity": tuned.sparsity,
+            "deploy": deploy,
+            "finetuned_from": self.config.record["finetuned_from"],
+            "finetune_wall_s": seconds,
+            "wall_s": float(source.summary.get("wall_s", 0.0)) + seconds,
+        }
+
+
 def refinetune(
     source: str | os.PathLike,
     ft_epochs: tuple[int, ...],
@@ -103,46 +171,4 @@ def refinetune(
     """Fine-tune the finished run ``source`` for ``ft_epochs`` into the new run directory
     ``out`` (see the module docstring); returns ``out``'s summary. Every check (the source,
     the lengths, ``out``, the data) passes before ``out`` is made."""
-    out = Path(out)
-    check_out_dir(out)
-    run = open_finished(source)
-    record = derived_config(run, ft_epochs, out)
-    existing = RunDir.existing(out, record)
-    if existing is not None and existing.finished:
-        return existing.read_summary()
-    method = METHODS[run.method]
-    config = with_protocol(method_config(method, record), run.config)
-    data = load_recorded(har_recipe(config), data_dir)
-    trained = user.resolve(config.model, None, run.path)  # a table model, or the run's model.json
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
-    start, kernel_masks = resolve(method.finetune_start)(run, data, spec)
-    target = existing or RunDir(out, record)
-
-    clock = time.perf_counter()
-    tuned, deploy = finetune_personal(
-        target,
-        data,
-        start,
-        kernel_masks,
-        config,
-        progress,
-        pruned=(run.path / names.MASKS).exists(),
-        model=trained,
-    )
-    seconds = time.perf_counter() - clock
-    for name in COPIED:
-        if (run.path / name).exists():
-            shutil.copy2(run.path / name, out / name)
-    target.events.rebuild(target.metrics_rows())  # the source run's rounds, then these lengths
-    log_finetune(target, tuned)
-    summary = {
-        **run.summary,
-        "finetune": tuned.summary,
-        "sparsity": tuned.sparsity,
-        "deploy": deploy,
-        "finetuned_from": record["finetuned_from"],
-        "finetune_wall_s": seconds,
-        "wall_s": float(run.summary.get("wall_s", 0.0)) + seconds,
-    }
-    target.write_summary(summary)
-    return summary
+    return compose_run(RefinementRun, Refinement(source, ft_epochs), out, data_dir, progress)

@@ -1,24 +1,24 @@
-"""The configurations of the one-shot clustering family on the 10 UCI tables
-(:mod:`fedprune.algorithms.fedhire`): Fed-HIRE, its k-FED baseline and multi-round federated
-k-means. Defaults are the Fed-HIRE paper's §4.1 (η, k0 ratio 0.5 for FCPL and MCPL, L = 8
-clients; ``../shared/papers/Fed-HIRE.txt``) and the readings of the package docstring.
+"""The configurations of the one-shot clustering family on the 10 UCI tables: Fed-HIRE, its
+k-FED baseline and multi-round federated k-means. Defaults are the Fed-HIRE paper's §4.1 (η,
+k0 ratio 0.5 for FCPL and MCPL, L = 8 clients; ``../shared/papers/Fed-HIRE.txt``) and the
+readings of the package docstring.
 
-Each configuration class names its clusterer (:meth:`FedHireConfig.clusterer`, imported only
-when a run starts, so the command line stays free of TensorFlow); the method-agnostic runner
-:func:`fedprune.algorithms.fedhire.experiment.run_fedhire` runs whichever it is given. The
-k-means baselines keep Fed-HIRE's competitive-learning fields, unused, so that every
-``config.json`` of the family has the same keys."""
+Each configuration class is the key of its clusterer in :data:`CLUSTERERS`, which the module
+of the clusterers fills when it is imported (so the command line stays free of TensorFlow);
+:meth:`FedHireConfig.clusterer` builds the one registered, and the family's one runner runs
+whichever it is given. The k-means baselines keep Fed-HIRE's competitive-learning fields,
+unused, so that every ``config.json`` of the family has the same keys."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any
 
 from fedprune.checks import POSITIVE, SEED, count, interval, one_of, optional
 from fedprune.configs import har
 from fedprune.configs.fields import Config, param
 from fedprune.configs.protocol import builtin_or_user_file, is_user_file
-from fedprune.lazy import resolve
+from fedprune.configs.strategies import ByConfig
 
 # fedprune.data.uci_tabular.TABULAR_NAMES (not imported: the command line stays light;
 # tests/algorithms/fedhire check they agree)
@@ -34,7 +34,7 @@ TABULAR_DATASETS = (
     "pendigits",
     "letter_recognition",
 )
-# the keys of fedprune.algorithms.fedhire.algorithm.CLIENT_STEPS and SERVER_ATTEMPTS (not
+# the keys of Fed-HIRE's CLIENT_STEPS and SERVER_ATTEMPTS (its algorithm module; not
 # imported, as above; tests/algorithms/fedhire check they agree)
 CLIENT_METHODS = ("fcpl", "kmeans")
 SERVER_METHODS = ("mcpl", "kmeans")
@@ -48,9 +48,6 @@ class FedHireConfig(Config):
     representation and weighted k-modes on the server (Table 4's k-means in place of either
     with ``client_method`` / ``server_method``). The fields up to ``seed`` are the whole
     family's: the table, its split over the clients, k* and the seed."""
-
-    # "module:Class" of the clusterer (built by its ``from_config(config)``)
-    CLUSTERER: ClassVar[str] = "fedprune.algorithms.fedhire.clusterers:FedHire"
 
     dataset: str = param(
         help="UCI table, or your own table as PATH.npz (keys x, client_id, optional y; "
@@ -101,17 +98,15 @@ class FedHireConfig(Config):
             return frozenset({"partition", "num_clients"})
         return frozenset() if self.partition == "paper" else frozenset({"num_clients"})
 
-    def clusterer(self) -> Any:  # noqa: ANN401 (fedprune.algorithms.fedhire.clusterers.Clusterer)
-        """The clusterer this configuration describes
-        (a :class:`fedprune.algorithms.fedhire.clusterers.Clusterer`; imports its module now)."""
-        return resolve(self.CLUSTERER).from_config(self)
+    def clusterer(self) -> Any:  # noqa: ANN401 (the family's Clusterer)
+        """The clusterer this configuration describes: the class registered for its
+        configuration class in :data:`CLUSTERERS`, built by its ``from_config(config)``."""
+        return CLUSTERERS.of(self).from_config(self)
 
 
 @dataclasses.dataclass(frozen=True)
 class KFedConfig(FedHireConfig):
     """k-FED: one-shot federated k-means (local k-means, server k-means of the centres)."""
-
-    CLUSTERER: ClassVar[str] = "fedprune.algorithms.fedhire.clusterers:KFed"
 
     method: str = har.method("kfed")
 
@@ -123,10 +118,13 @@ class KFedConfig(FedHireConfig):
 class FedKMeansConfig(FedHireConfig):
     """Multi-round federated k-means (TFF's ``build_fed_kmeans``): the iterative baseline."""
 
-    CLUSTERER: ClassVar[str] = "fedprune.algorithms.fedhire.clusterers:FedKMeans"
-
     rounds: int = param(20, help="federated k-means rounds", rule=count())
     method: str = har.method("fedkmeans")
 
     def unused_fields(self) -> frozenset[str]:
         return super().unused_fields() | COMPETITIVE_LEARNING_FIELDS
+
+
+CLUSTERERS: ByConfig[Any] = ByConfig("clusterer", attribute="CLUSTERER")
+"""Each method's clusterer class (built by its ``from_config(config)``), by configuration
+class; filled by the module of the clusterers when it is imported."""

@@ -1,4 +1,4 @@
-"""Configurations of the clustered, masked pipeline (:mod:`fedprune.algorithms.pipeline`):
+"""Configurations of the clustered, masked pipeline that CA-AFP and its baselines share:
 :class:`PipelineConfig` (defaults: CA-AFP's, the paper's Tables 5-6) and one subclass per
 method that only changes defaults: :class:`CAAFPConfig`, :class:`GlobalFTConfig` (K = 1),
 :class:`FedCHARConfig` (10 warm-up + 40 cluster rounds, dense), :class:`EfficientFLConfig` and
@@ -14,6 +14,11 @@ Construction fills and checks everything (what ``resolved()`` and ``validate()``
   :data:`fedprune.models.table.MODELS`);
 * with T2 > 0 the prune-and-heal schedule is built once to check its parameters
   (:class:`fedprune.sparsity.schedule.PruneHealSchedule`).
+
+Each method's Phase-3 mask policy is registered against its configuration class in
+:data:`MASK_POLICIES` by the module that implements it (the pipeline's table of policies), so
+a configuration names no module; ``PRUNES`` says whether the method prunes at all (FedCHAR
+does not), which the checks here need before any policy is loaded.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ from fedprune.checks import (
 from fedprune.configs import har
 from fedprune.configs.fields import Config, int_tuple, name_tuple, param
 from fedprune.configs.protocol import BEFORE_SPLIT, SettledByRunDir
+from fedprune.configs.strategies import ByConfig
 from fedprune.errors import ConfigError
-from fedprune.lazy import resolve
 from fedprune.models.table import MODELS
 from fedprune.sparsity.schedule import PruneHealSchedule
 
@@ -52,13 +57,13 @@ STRUCTURES = ("weights", "filters")
 
 MODEL = "har_cnn"  # the table model the pipeline methods train (fedprune.models.table)
 
-# what clients send for the clustering (fedprune.algorithms.pipeline.phases)
+# what clients send for the clustering (the pipeline's phases)
 CLUSTER_SIGNALS = ("update", "labels")
 
 # --recluster: K fixed after the clustering step, or AS-CFL's split/merge every N rounds
-# (fedprune.algorithms.pipeline.recluster)
+# (the pipeline's recluster module)
 RECLUSTER = ("none", "split-merge")
-SPLIT_GUARDS = ("halves", "none")  # fedprune.algorithms.ascfl.split_merge.SPLIT_GUARDS
+SPLIT_GUARDS = ("halves", "none")  # AS-CFL's split_merge.SPLIT_GUARDS
 # the options read only with --recluster split-merge
 RECLUSTER_OPTIONS = ("recluster_every", "split_threshold", "merge_threshold", "split_guard")
 
@@ -92,11 +97,10 @@ SCORE_WEIGHT = optional(FRACTION)
 
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig(SettledByRunDir, Config):
-    """Hyper-parameters; defaults are CA-AFP's from the paper's Tables 5-6. ``POLICY`` names
-    the method's Phase-3 mask policy factory, ``"module:function"`` taking this configuration
-    (:meth:`policy`; ``None``: a dense method)."""
+    """Hyper-parameters; defaults are CA-AFP's from the paper's Tables 5-6. ``PRUNES``: the
+    method has a Phase-3 mask policy (:meth:`policy`; ``False``: a dense method)."""
 
-    POLICY: ClassVar[str | None] = "fedprune.algorithms.caafp.prune_and_heal:policy"
+    PRUNES: ClassVar[bool] = True
     # options added later, with the value a run directory made before each existed used
     ADDED_LATER: ClassVar[Mapping] = {
         "budget": "global",
@@ -336,7 +340,7 @@ class PipelineConfig(SettledByRunDir, Config):
         """``--structure filters`` needs masked rounds and a method with a mask policy, and
         takes no ``--block`` (a unit is a whole filter) and no ``--recluster`` (a merge
         re-prunes the joined masks per weight): one ConfigError line."""
-        if self.POLICY is None or self.phases[2] == 0:
+        if not self.PRUNES or self.phases[2] == 0:
             t0, t1, t2 = self.phases
             raise ConfigError(
                 f"--structure {self.structure}: {self.method} with --phases {t0},{t1},{t2} "
@@ -396,12 +400,14 @@ class PipelineConfig(SettledByRunDir, Config):
                 f"{self.max_clusters} or more, or --max-clusters {fewer} or less"
             )
 
-    def policy(self) -> Any:  # noqa: ANN401 (a fedprune.algorithms.pipeline.MaskPolicy)
-        """The method's mask policy for Phase 3 (imports its module now); ``None`` for a
-        dense method or when T2 = 0."""
-        if self.POLICY is None or self.phases[2] == 0:
+    def policy(self) -> Any:  # noqa: ANN401 (the pipeline's MaskPolicy)
+        """The method's mask policy for Phase 3, built by the factory registered for this
+        configuration's class (:data:`MASK_POLICIES`); ``None`` for a dense method or when
+        T2 = 0."""
+        if not self.PRUNES or self.phases[2] == 0:
             return None
-        return resolve(self.POLICY)(self)
+        factory = MASK_POLICIES.of(self)
+        return None if factory is None else factory(self)
 
     def schedule(self) -> PruneHealSchedule:
         """The prune-and-heal schedule of Phase 3 (T2 rounds)."""
@@ -449,7 +455,7 @@ class FedCHARConfig(PipelineConfig):
     same clustering step as CA-AFP); the personalization term is the proximal term of Eq. 5
     with lambda = 1e-3; the round budget (50) matches the other methods."""
 
-    POLICY: ClassVar[str | None] = None
+    PRUNES: ClassVar[bool] = False
 
     method: str = override("method", "fedchar")
     phases: tuple[int, int, int] = override("phases", (10, 40, 0))
@@ -475,8 +481,6 @@ class _OneShotConfig(PipelineConfig):
 class EfficientFLConfig(_OneShotConfig):
     """EfficientFL: one magnitude mask (70 %) after the first round, K = 1."""
 
-    POLICY: ClassVar[str | None] = "fedprune.algorithms.efficientfl:policy"
-
     method: str = override("method", "efficientfl")
 
 
@@ -484,6 +488,11 @@ class EfficientFLConfig(_OneShotConfig):
 class FedSNIPConfig(_OneShotConfig):
     """FedSNIP: one SNIP mask (70 %) from the first round's mean gradient, K = 1."""
 
-    POLICY: ClassVar[str | None] = "fedprune.algorithms.fedsnip:policy"
-
     method: str = override("method", "fedsnip")
+
+
+MASK_POLICIES: ByConfig[Any] = ByConfig("mask policy", attribute="POLICY")
+"""Each pipeline method's mask policy factory (``factory(config) -> MaskPolicy``), by
+configuration class; filled by the pipeline's table of policies when it is imported. A
+configuration class of your own may instead name its factory as ``POLICY =
+"module:function"`` in its class body (:mod:`fedprune.configs.strategies`)."""

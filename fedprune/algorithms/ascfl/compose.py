@@ -1,6 +1,6 @@
 """The clustered-FL round, the same for every method, on the shared round loop
-(:func:`fedprune.engine.loop.run_rounds`); a method is a :class:`ClusterRule`
-(:mod:`.rules`: AS-CFL, CFL, CFL with a fixed K, IFCA, FedAvg).
+(:class:`ClusteredRounds`, an :class:`fedprune.engine.loop.Algorithm`); a method is a
+:class:`ClusterRule` (:mod:`.rules`: AS-CFL, CFL, CFL with a fixed K, IFCA, FedAvg).
 
 A round ``t`` (Algorithm 1 lines 3-37, general form):
 
@@ -38,15 +38,11 @@ from fedprune.algorithms.ascfl.auto_clusters import ChosenStart
 from fedprune.algorithms.caafp.choose_k import ClusterChoice
 from fedprune.configs.ascfl import ClusteredImageConfig
 from fedprune.configs.protocol import dataset_label, is_user_file
-from fedprune.data.registry import rotated_images_recipe
 from fedprune.data.rotated_partition import RotatedFederatedData
 from fedprune.engine import per_client
-from fedprune.engine.loop import Step, run_rounds
+from fedprune.engine.loop import Algorithm, Schema, Step
 from fedprune.engine.per_client import ClientUpdates
 from fedprune.models.spec import ModelSpec
-from fedprune.privacy import accounting
-from fedprune.runs import RunDir, artefacts
-from fedprune.runs.deploy import image_manifest
 
 Weights = list[np.ndarray]
 MB = 1e6
@@ -92,6 +88,15 @@ class ClusterState:
             else None
         )
         return cls(models, np.asarray(arrays["cluster_of"][0]), splits, late, choice)
+
+    @staticmethod
+    def schema(
+        arrays: dict, spec: ModelSpec, num_clients: int, slots: int, tried: int = 0
+    ) -> Schema:
+        """What a checkpoint of this state holds for ``spec``'s model, ``num_clients``
+        clients, at most ``slots`` clusters and (``--clusters auto``) ``tried`` K scored:
+        :func:`checkpoint_shapes`."""
+        return Schema(checkpoint_shapes(arrays, spec, num_clients, slots, tried))
 
 
 def checkpoint_shapes(
@@ -297,9 +302,12 @@ def _adjustment_columns(regrouped: Regrouped) -> dict:
     return columns
 
 
-class ClusteredRounds:
+class ClusteredRounds(Algorithm[ClusterState]):
     """What every round of a run needs, built once: the rule, the federation, the TFF
-    computations and the evaluator; :meth:`step` is one round (the module text)."""
+    computations and the evaluator; :meth:`step` is one round (the module text), on the
+    shared loop (the run's wall time in every row's ``wall_s``)."""
+
+    wall_column = "wall_s"
 
     def __init__(
         self,
@@ -307,11 +315,13 @@ class ClusteredRounds:
         rule: ClusterRule,
         fed: RotatedFederatedData,
         pass_mb: float = 0.0,
+        start: ChosenStart | None = None,
     ):
         """``pass_mb``: the traffic (MB each way) of the one-shot pass before round 1
-        (``--clusters auto``, :mod:`.auto_clusters`), counted in round 1's columns."""
+        (``--clusters auto``, :mod:`.auto_clusters`), counted in round 1's columns;
+        ``start``: that pass's choice and first clusters (``rule`` built with its K)."""
         self.config, self.rule, self.fed = config, rule, fed
-        self.pass_mb = pass_mb
+        self.pass_mb, self.start = pass_mb, start
         spec = rule.spec
         # One computation for the whole run, traced before the evaluator's Keras model exists
         # (tracing in a TF graph invalidates Keras models built before it): the server's
@@ -325,6 +335,32 @@ class ClusteredRounds:
         self.evaluator = Evaluator(spec, fed)
         groups = fed.group_of_client  # None: your clients came without ground-truth groups
         self.groups = None if groups is None else np.asarray(groups)
+
+    def describe(self, t: int) -> str:
+        config = self.config
+        alpha = "" if is_user_file(config.dataset) else f" alpha={config.alpha:g}"
+        return f"{config.method} {dataset_label(config.dataset)}{alpha}"
+
+    def initial(self) -> ClusterState:
+        start = self.start
+        if start is None:
+            return ClusterState(
+                self.rule.initial_models(), np.zeros(self.config.num_clients, dtype=np.int64)
+            )
+        first = np.asarray(start.cluster_of, dtype=np.int64)
+        return ClusterState(self.rule.initial_models(), first, choice=start.choice)
+
+    def schema(self, arrays: dict) -> Schema:
+        config, start = self.config, self.start
+        scored = (
+            0 if start is None else auto_clusters.tried(config.max_clusters, config.num_clients)
+        )
+        return ClusterState.schema(
+            arrays, self.rule.spec, config.num_clients, self.rule.slots, scored
+        )
+
+    def restore(self, rounds_done: int, arrays: dict, scalars: dict) -> ClusterState:
+        return ClusterState.from_checkpoint(arrays, scalars)
 
     def padded(self, models: Sequence[Weights]) -> list[Weights]:
         return list(models) + [models[0]] * (self.rule.slots - len(models))
@@ -414,100 +450,3 @@ def full_traffic(
         "uplink_lowrank_mb": "",
         "downlink_mb": round(4 * params * (reporting + received_every_model * (k - 1)) / MB, 6),
     }
-
-
-def run_clustered(
-    config: ClusteredImageConfig,
-    rule: ClusterRule,
-    fed: RotatedFederatedData,
-    run: RunDir,
-    progress: bool = True,
-    start: ChosenStart | None = None,
-    client_ids: Sequence[int] | None = None,
-) -> dict:
-    """Run (or resume) ``config.rounds`` rounds of ``rule`` on ``fed`` in ``run``; writes
-    ``clusters.json``, ``cluster_models.npz`` (each cluster's final trainable weights) and
-    the summary with its ``clustered`` deploy manifest, then removes the checkpoint; returns
-    the summary. ``start``: with ``--clusters auto``, the one-shot pass's choice and first
-    clusters (:func:`.auto_clusters.settle`; ``rule`` built with its K), recorded in
-    ``cluster_choice.json`` and the summary's ``clusters_chosen``. ``client_ids``: the
-    clients' own ids in ``fed``'s order (its clients are numbered 0 .. N-1), by which
-    ``clusters.json`` names them (default: 0 .. N-1)."""
-    spec = rule.spec
-    params = int(sum(w.size for w in spec.initial_weights().trainable))
-    pass_mb = 4 * params * config.num_clients / MB if start is not None else 0.0
-    rounds = ClusteredRounds(config, rule, fed, pass_mb)
-    first = np.zeros(config.num_clients, dtype=np.int64)
-    if start is not None:
-        first = np.asarray(start.cluster_of, dtype=np.int64)
-    scored = 0 if start is None else auto_clusters.tried(config.max_clusters, config.num_clients)
-
-    result = run_rounds(
-        run,
-        lambda: ClusterState(
-            rule.initial_models(), first, choice=None if start is None else start.choice
-        ),
-        lambda _done, arrays, scalars: ClusterState.from_checkpoint(arrays, scalars),
-        rounds.step,
-        config.rounds,
-        desc=f"{config.method} {dataset_label(config.dataset)}"
-        + ("" if is_user_file(config.dataset) else f" alpha={config.alpha:g}"),
-        progress=progress,
-        wall_column="wall_s",
-        shapes=lambda arrays: checkpoint_shapes(
-            arrays, spec, config.num_clients, rule.slots, scored
-        ),
-    )
-    # each client's final cluster (by the client's own id) and each cluster's final model:
-    # what edge-export deploys to a client (the manifest below)
-    ids = range(config.num_clients) if client_ids is None else client_ids
-    clusters = dict(zip(map(int, ids), map(int, result.state.cluster_of), strict=True))
-    artefacts.write_clusters(run.path, clusters)
-    artefacts.write_cluster_models(run.path, dict(enumerate(result.state.models)))
-    if start is not None:
-        record = start.choice.file_record("update", config.max_clusters)
-        artefacts.write_cluster_choice(run.path, record)
-    rows = run.metrics_rows()
-    accs = [float(r["acc"]) for r in rows]
-    last = rows[-1]
-    summary = {
-        "method": config.method,
-        "dataset": config.dataset,
-        "labels": config.labels,  # alpha applies to the Dirichlet label split only
-        "alpha": config.alpha,
-        "seed": config.seed,
-        "rounds": result.rounds,
-        "final_acc": accs[-1],
-        "peak_acc": max(accs),
-        "rounds_to_90pct_peak": metrics.rounds_to_fraction_of_peak(accs, 0.9),
-        "clusters": int(last["clusters"]),
-        **({"clusters_chosen": start.k} if start is not None else {}),
-        "ari": float(last["ari"]) if last["ari"] != "" else None,
-        "mean_stability": float(np.mean([float(r["stability"]) for r in rows[1:]] or [1.0])),
-        "uplink_mb": float(sum(float(r["uplink_mb"]) for r in rows)),
-        "downlink_mb": float(sum(float(r["downlink_mb"]) for r in rows)),
-        "params": params,
-        "wall_s": float(last["wall_s"]),
-        "deploy": image_manifest(
-            rotated_images_recipe(config),
-            spec.input_shape,
-            fed.federated.class_names,
-            spec.recorded_model,
-        ).to_json(),
-    }
-    if any(r.get("uplink_lowrank_mb") for r in rows):
-        # rounds without the low-rank step (the FedAvg warm-up) upload the full update
-        summary["uplink_lowrank_mb"] = float(
-            sum(float(r.get("uplink_lowrank_mb") or r["uplink_mb"]) for r in rows)
-        )
-    if config.noise_multiplier > 0:
-        spent = accounting.privacy_spent(
-            config.noise_multiplier,
-            result.rounds,
-            DELTA,
-            sampling_rate=1.0 - config.client_dropout,
-        )
-        summary["privacy"] = {"epsilon": float(spent.epsilon), "delta": DELTA}
-    run.write_summary(summary)
-    run.remove_checkpoint()
-    return summary

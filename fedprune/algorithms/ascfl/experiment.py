@@ -20,17 +20,24 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
-from fedprune.algorithms.ascfl import auto_clusters, compose, rules
+import numpy as np
+
+from fedprune.algorithms.ascfl import auto_clusters, compose, metrics, rules
 from fedprune.configs.ascfl import ClusteredImageConfig
 from fedprune.configs.har import AUTO
 from fedprune.configs.protocol import dataset_label, settled_sha256
 from fedprune.data.registry import rotated_federation, rotated_images_recipe
 from fedprune.data.rotated_partition import RotatedFederatedData
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run
+from fedprune.engine.loop import RoundsResult
 from fedprune.errors import ConfigError
 from fedprune.models.spec import ModelSpec
-from fedprune.models.user import UserModel, resolve, write_architecture
-from fedprune.runs import RunDir, recorded_config
+from fedprune.models.user import UserModel
+from fedprune.privacy import accounting
+from fedprune.runs import RunDir, artefacts, recorded_config
+from fedprune.runs.deploy import image_manifest
 
 
 def build_federation(
@@ -63,6 +70,106 @@ def model_spec(
     return ModelSpec(fed.federated.input_shape, num_classes, seed=config.seed, model=chosen)
 
 
+class ClusteredImagesRun(RunPlan[ClusteredImageConfig]):
+    """A run of a clustered image method for the composer (:mod:`fedprune.engine.compose`):
+    the federation (given or built) with its clients counted, the model; then the one-shot
+    pass of ``--clusters auto`` and the rule's rounds; then the clusters, the cluster
+    models and the summary. The checkpoint goes once the run is finished (the final state is
+    in ``clusters.json`` and ``cluster_models.npz``)."""
+
+    keeps_checkpoint = False
+
+    @classmethod
+    def settle(cls, config: ClusteredImageConfig, out: Path) -> tuple[ClusteredImageConfig, dict]:
+        sha = settled_sha256(config, recorded_config(out))
+        config = dataclasses.replace(config, dataset_sha256=sha)
+        return config, config.recorded()
+
+    def __init__(self, config: ClusteredImageConfig, inputs: Inputs):
+        super().__init__(config, inputs)
+        fed = inputs.get("federation")
+        if fed is None:
+            data_dir = inputs.data_dir
+            fed = build_federation(config, None if data_dir is None else str(data_dir))
+        fed, self.ids = numbered(fed)
+        if fed.num_clients != config.num_clients:  # your images name their clients
+            raise ConfigError(
+                f"--clients {config.num_clients} but {dataset_label(config.dataset)} holds "
+                f"{fed.num_clients} clients; give --clients {fed.num_clients}"
+            )
+        self.fed = fed
+        trained = inputs.model_of(config)
+        self.spec = inputs.get("spec") or model_spec(config, fed, trained)
+        if isinstance(trained, UserModel):  # checked before anything is written
+            self.architecture = self.spec.keras()
+
+    def start(self, run: RunDir) -> tuple[compose.ClusteredRounds, int]:
+        config, spec, fed = self.config, self.spec, self.fed
+        start = auto_clusters.settle(config, spec, fed, run) if config.clusters == AUTO else None
+        rule = rules.rule_of(config, spec, None if start is None else start.k)
+        self.start_choice = start
+        self.params = int(sum(w.size for w in rule.spec.initial_weights().trainable))
+        pass_mb = 4 * self.params * config.num_clients / compose.MB if start is not None else 0.0
+        return compose.ClusteredRounds(config, rule, fed, pass_mb, start), config.rounds
+
+    def summary(self, run: RunDir, result: RoundsResult[compose.ClusterState]) -> dict:
+        """Each client's final cluster (by the client's own id) and each cluster's final
+        model, what edge-export deploys to a client (the manifest); the summary of the
+        rounds' metrics."""
+        config, start = self.config, self.start_choice
+        clusters = dict(zip(map(int, self.ids), map(int, result.state.cluster_of), strict=True))
+        artefacts.write_clusters(run.path, clusters)
+        artefacts.write_cluster_models(run.path, dict(enumerate(result.state.models)))
+        if start is not None:
+            record = start.choice.file_record("update", config.max_clusters)
+            artefacts.write_cluster_choice(run.path, record)
+        rows = run.metrics_rows()
+        accs = [float(r["acc"]) for r in rows]
+        last = rows[-1]
+        summary = {
+            "method": config.method,
+            "dataset": config.dataset,
+            "labels": config.labels,  # alpha applies to the Dirichlet label split only
+            "alpha": config.alpha,
+            "seed": config.seed,
+            "rounds": result.rounds,
+            "final_acc": accs[-1],
+            "peak_acc": max(accs),
+            "rounds_to_90pct_peak": metrics.rounds_to_fraction_of_peak(accs, 0.9),
+            "clusters": int(last["clusters"]),
+            **({"clusters_chosen": start.k} if start is not None else {}),
+            "ari": float(last["ari"]) if last["ari"] != "" else None,
+            "mean_stability": float(np.mean([float(r["stability"]) for r in rows[1:]] or [1.0])),
+            "uplink_mb": float(sum(float(r["uplink_mb"]) for r in rows)),
+            "downlink_mb": float(sum(float(r["downlink_mb"]) for r in rows)),
+            "params": self.params,
+            "wall_s": float(last["wall_s"]),
+            "deploy": image_manifest(
+                rotated_images_recipe(config),
+                self.spec.input_shape,
+                self.fed.federated.class_names,
+                self.spec.recorded_model,
+            ).to_json(),
+        }
+        if any(r.get("uplink_lowrank_mb") for r in rows):
+            # rounds without the low-rank step (the FedAvg warm-up) upload the full update
+            summary["uplink_lowrank_mb"] = float(
+                sum(float(r.get("uplink_lowrank_mb") or r["uplink_mb"]) for r in rows)
+            )
+        if config.noise_multiplier > 0:
+            spent = accounting.privacy_spent(
+                config.noise_multiplier,
+                result.rounds,
+                compose.DELTA,
+                sampling_rate=1.0 - config.client_dropout,
+            )
+            summary["privacy"] = {"epsilon": float(spent.epsilon), "delta": compose.DELTA}
+        return summary
+
+
+FAMILIES.register(ClusteredImageConfig, ClusteredImagesRun)
+
+
 def run_clustered_images(
     config: ClusteredImageConfig,
     out: str | os.PathLike,
@@ -80,27 +187,5 @@ def run_clustered_images(
     name it in ``config.json``). ``spec``: the model instead of :func:`model_spec`'s.
     ``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it;
     a run of your model records its architecture in ``model.json``."""
-    sha = settled_sha256(config, recorded_config(out))
-    config = dataclasses.replace(config, dataset_sha256=sha)
-    recorded = config.recorded()
-    run = RunDir.existing(out, recorded)
-    if run is not None and run.finished:
-        return run.read_summary()
-    fed = federation
-    if fed is None:
-        fed = build_federation(config, None if data_dir is None else str(data_dir))
-    fed, ids = numbered(fed)
-    if fed.num_clients != config.num_clients:  # your images name their clients
-        raise ConfigError(
-            f"--clients {config.num_clients} but {dataset_label(config.dataset)} holds "
-            f"{fed.num_clients} clients; give --clients {fed.num_clients}"
-        )
-    trained = resolve(config.model, model, out)
-    spec = spec if spec is not None else model_spec(config, fed, trained)
-    mine = spec.keras() if isinstance(trained, UserModel) else None  # checked before writing
-    run = run or RunDir(out, recorded)
-    if mine is not None:
-        write_architecture(mine, run.path)
-    start = auto_clusters.settle(config, spec, fed, run) if config.clusters == AUTO else None
-    rule = rules.rule_of(config, spec, None if start is None else start.k)
-    return compose.run_clustered(config, rule, fed, run, progress, start, client_ids=ids)
+    given = {"federation": federation, "spec": spec, "model": model}
+    return compose_run(ClusteredImagesRun, config, out, data_dir, progress, **given)

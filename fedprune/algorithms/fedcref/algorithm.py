@@ -53,6 +53,7 @@ from fedprune.algorithms.fedcref.refinement import align_labels, refine
 from fedprune.algorithms.fedcref.stopping import GlobalStop, is_stable
 from fedprune.configs.fedcref import FedCRefConfig
 from fedprune.engine import interrupts
+from fedprune.engine.loop import Schema
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.user import UserModel
 
@@ -230,6 +231,11 @@ class FedCRef:
             "model_weights": model * keys,
             "community_weights": model * communities,
         }
+
+    def schema(self, arrays: Mapping[str, list[np.ndarray]]) -> Schema:
+        """What a checkpoint of :class:`FedCRefState` holds for these clients: the shapes of
+        :meth:`checkpoint_shapes`, and each client's local cluster numbers below its K_i."""
+        return Schema(self.checkpoint_shapes(arrays), {"assignments": list(self.ks)})
 
     def iterate(self, state: FedCRefState) -> IterationReport:
         """Iteration ``state.iteration + 1``, updating ``state`` in place (``done`` and

@@ -74,10 +74,11 @@ from fedprune.data.clustered_partition import ClientImages, dirty_uniform, parti
 from fedprune.data.images import load_images
 from fedprune.data.tables import ClientTable, read_table_npz
 from fedprune.engine import interrupts
-from fedprune.engine.loop import Step, run_rounds
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run
+from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import AutoencoderSpec
-from fedprune.models.user import UserModel, resolve, write_architecture
+from fedprune.models.user import UserModel
 from fedprune.runs import CHECKPOINT, RunDir, artefacts, recorded_config
 from fedprune.runs.deploy import DeployManifest, image_clients_recipe
 from fedprune.runs.names import COMMUNITY_MODELS
@@ -311,6 +312,216 @@ def build_system(
     return clients, initial_clusters(system, Federation.of_images(clients), seed, epochs, model)
 
 
+class FedCRefIterations(Algorithm[FedCRefState]):
+    """FedCRef's iterations on the shared loop: one :meth:`FedCRef.iterate` per step, its
+    row (the module text), until the stopping rule ends the run (``Step.stop``) or
+    ``--max-iterations``; the run's wall time in every row's ``wall_s``."""
+
+    unit = "it"
+    round_key = "iteration"
+    wall_column = "wall_s"
+
+    def __init__(
+        self,
+        algorithm: FedCRef,
+        labels: list[np.ndarray] | None,
+        true_categories: int | None,
+        desc: str,
+        where: str,
+    ):
+        """``labels``: each client's classes (``None``: no scores); ``desc``: the progress
+        bar's; ``where``: the checkpoint's path, named when it is inconsistent."""
+        self.algorithm, self.labels, self.true_categories = algorithm, labels, true_categories
+        self.desc, self.where = desc, where
+
+    def describe(self, t: int) -> str:
+        return self.desc
+
+    def initial(self) -> FedCRefState:
+        return self.algorithm.initial_state()
+
+    def schema(self, arrays: dict) -> Schema:
+        return self.algorithm.schema(arrays)
+
+    def restore(self, rounds_done: int, arrays: dict, scalars: dict) -> FedCRefState:
+        return FedCRefState.from_checkpoint(rounds_done, arrays, self.where)
+
+    def finished(self, state: FedCRefState) -> bool:
+        return state.done
+
+    def step(self, t: int, state: FedCRefState) -> Step[FedCRefState]:
+        labels = self.labels
+        report: IterationReport = self.algorithm.iterate(state)
+        row = {
+            "iteration": report.iteration,
+            "acc": None,
+            "communities": len(report.communities),
+            "true_categories": self.true_categories,
+            "wrong_assoc_pct": None,
+            "associations": len(report.edges),
+            "isolated": len(report.isolated),
+            "clusters": len(report.clusters),
+            "active_clients": int(state.active.sum()),
+            "seconds": round(report.seconds, 2),
+        }
+        if labels is None:
+            row = {k: v for k, v in row.items() if k not in LABEL_COLUMNS}
+        else:
+            majority = majority_labels(report.clusters, report.members, labels)
+            row["acc"] = round(mean_client_acc(labels, state.assignments), 6)
+            row["wrong_assoc_pct"] = round(wrong_association_pct(report.edges, majority), 4)
+        postfix = {"acc": str(row["acc"])} if labels is not None else {}
+        postfix["comm"] = str(row["communities"])
+        # nothing of an iteration during which SIGINT came is saved, even where TensorFlow
+        # handled the KeyboardInterrupt itself (see fedprune.engine.interrupts)
+        interrupts.raise_if_received()
+        return Step(state, [row], {**postfix, "iso": str(row["isolated"])}, stop=state.done)
+
+
+class FedCRefRun(RunPlan[FedCRefRunConfig]):
+    """A FedCRef run for the composer (:mod:`fedprune.engine.compose`): the clients (your
+    table, or the simulated system) with every check, your autoencoder, ``--local-k auto``'s
+    choice (a resumed run's from its ``local_k.json``) and the initial clusterings, all
+    before anything is written; then ``local_k.json``, the iterations, and the community
+    models, assignments and summary. The checkpoint goes once the run is finished (its final
+    state is in those files)."""
+
+    keeps_checkpoint = False
+
+    @classmethod
+    def settle(
+        cls, config: FedCRefRunConfig, out: Path, table: ClientTable | None = None, **_given
+    ) -> tuple[FedCRefRunConfig, dict]:
+        """Your file's SHA-256 (where the file exists: a table handed in may name a path
+        only); a table handed in needs ``config.dataset`` to name a ``.npz``."""
+        if table is not None and not is_user_file(config.dataset):
+            raise ConfigError(
+                f"a table was given but --dataset is {config.dataset!r}; give the path of the "
+                ".npz it is recorded as"
+            )
+        if table is None or Path(config.dataset).is_file():
+            config = dataclasses.replace(
+                config, dataset_sha256=settled_sha256(config, recorded_config(out))
+            )
+        return config, config.recorded()
+
+    def __init__(self, config: FedCRefRunConfig, inputs: Inputs):
+        super().__init__(config, inputs)
+        system, params = config.system(), config.algorithm()
+        progress, existing, table = inputs.progress, inputs.existing, inputs.get("table")
+        self.trained = trained = inputs.model_of(config)
+        self.mine = mine = is_user_file(system.dataset)
+        # the system is built (and its parameters checked) before config.json is written, so
+        # an impossible setting leaves no run directory that would refuse the corrected command
+        if mine:
+            table = read_table_npz(system.dataset) if table is None else table
+            federation = user_federation(system, table, trained)
+        else:
+            clients = simulated_clients(system, params.seed, inputs.data_dir)
+            federation = Federation.of_images(clients)
+        where = dataset_label(system.dataset) if mine else "the simulated system"
+        self.auto = auto = system.local_k == AUTO
+        if auto:  # every client can score K = 2..max_local_k, before anything is trained
+            ids = federation.ids if federation.ids is not None else range(len(federation.xs))
+            check_choosable(
+                [len(x) for x in federation.xs], system.max_local_k, client_names(ids, where)
+            )
+        xs = federation.xs
+        self.input_dim = int(xs[0].shape[1])
+        if isinstance(trained, UserModel):  # yours is checked once, before anything is trained
+            self.architecture = AutoencoderSpec(self.input_dim, params.seed, model=trained).keras()
+        self.choices = None
+        chosen = None
+        if existing is not None and auto:
+            chosen = read_local_k(existing.path, len(xs), system.max_local_k)
+        if chosen is not None:  # resumed: the recorded choice
+            federation = federation.with_ks(chosen)
+        if auto and chosen is None:
+            self.choices, self.initial = choose_local_ks(
+                system, federation, params.seed, params.local_epochs, trained, progress, where
+            )
+            federation = federation.with_ks([c.chosen for c in self.choices])
+        else:
+            self.initial = initial_clusters(
+                system, federation, params.seed, params.local_epochs, trained, progress=progress
+            )
+        validate_inputs(xs, federation.ks, self.initial)
+        self.federation, self.system, self.params = federation, system, params
+
+    def start(self, run: RunDir) -> tuple[FedCRefIterations, int]:
+        federation, system, params = self.federation, self.system, self.params
+        if self.choices is not None:
+            record = local_k_record(self.choices, federation.class_counts, federation.ids)
+            write_local_k(run.path, record)
+        xs, ks = federation.xs, federation.ks
+        algorithm = FedCRef(
+            xs, ks, self.initial, params, model=self.trained, bars=self.inputs.progress
+        )
+        if self.mine:
+            desc = f"fedcref {dataset_label(system.dataset)} {system.init}"
+        else:
+            desc = f"fedcref {system.dataset} d={system.dirtiness}"
+        where = str(run.path / CHECKPOINT)
+        iterations = FedCRefIterations(
+            algorithm, federation.labels, federation.true_categories, desc, where
+        )
+        return iterations, params.max_iterations
+
+    def summary(self, run: RunDir, result: RoundsResult[FedCRefState]) -> dict:
+        config, system, federation, mine = self.config, self.system, self.federation, self.mine
+        labels, ks, final = federation.labels, federation.ks, result.state
+        artefacts.write_community_models(run.path, final.community_models)
+        artefacts.write_assignments(run.path, final.assignments)
+        rows = run.metrics_rows()
+        last = rows[-1]
+        summary = {
+            "method": "fedcref",
+            "dataset": system.dataset,
+            "split": system.split,
+            "init": system.init,
+            "dirtiness": system.dirtiness if system.init == "dirty" else None,
+            "seed": self.params.seed,
+            "num_clients": len(federation.xs) if mine else system.num_clients,
+            "mean_k": float(np.mean(ks)),
+            "acc_init": None if labels is None else round(mean_client_acc(labels, self.initial), 6),
+            "acc_final": None if labels is None else float(last["acc"]),
+            "communities": int(last["communities"]),
+            "true_categories": federation.true_categories,
+            "wrong_assoc_pct": None if labels is None else float(last["wrong_assoc_pct"]),
+            "clusters_total": int(rows[0]["clusters"]),
+            "isolated_start": int(rows[0]["isolated"]),
+            "isolated_end": int(last["isolated"]),
+            "iterations": int(last["iteration"]),
+            "stop_reason": final.stop_reason,
+            "wall_s": float(last["wall_s"]),
+            "deploy": DeployManifest(
+                kind="community",
+                models=COMMUNITY_MODELS,
+                model=config.model,
+                input_shape=(self.input_dim,),
+                labels=None,
+                normalization="none (your vectors as given)" if mine else "pixels scaled to [0, 1]",
+                data=table_recipe(config) if mine else image_clients_recipe(config.recorded()),
+            ).to_json(),
+        }
+        if self.auto:
+            summary["local_k_chosen"] = list(ks)
+            if federation.class_counts is not None:
+                agreement = comparison(ks, federation.class_counts)
+                summary["local_k_mean_abs_diff"] = agreement["mean_abs_diff"]
+                summary["local_k_exact_fraction"] = agreement["exact_fraction"]
+        if labels is None:
+            summary = {k: v for k, v in summary.items() if k not in LABEL_SUMMARY}
+        if mine:
+            del summary["split"]
+            summary["client_ids"] = federation.ids
+        interrupts.raise_if_received()  # an interrupt during the last iteration: no summary
+        return summary
+
+
+FAMILIES.register(FedCRefRunConfig, FedCRefRun)
+
+
 def run_fedcref_experiment(
     config: FedCRefRunConfig,
     out: str | os.PathLike,
@@ -351,166 +562,8 @@ def run_fedcref_experiment(
     ``acc_init``, ``acc_final``, ``true_categories`` and ``wrong_assoc_pct``. Your table's
     summary has no ``split`` and lists the file's ``client_ids`` in client order.
     """
-    if table is not None and not is_user_file(config.dataset):
-        raise ConfigError(
-            f"a table was given but --dataset is {config.dataset!r}; give the path of the "
-            ".npz it is recorded as"
-        )
-    if table is None or Path(config.dataset).is_file():
-        config = dataclasses.replace(
-            config, dataset_sha256=settled_sha256(config, recorded_config(out))
-        )
-    system, params = config.system(), config.algorithm()
-    recorded = config.recorded()
-    run = RunDir.existing(out, recorded)
-    if run is not None and run.finished:
-        return run.read_summary()
-    trained = resolve(config.model, model, out)
-    mine = is_user_file(system.dataset)
-    # the system is built (and its parameters checked) before config.json is written, so an
-    # impossible setting leaves no run directory that would refuse the corrected command
-    if mine:
-        federation = user_federation(
-            system, read_table_npz(system.dataset) if table is None else table, trained
-        )
-    else:
-        federation = Federation.of_images(simulated_clients(system, params.seed, data_dir))
-    where = dataset_label(system.dataset) if mine else "the simulated system"
-    auto = system.local_k == AUTO
-    if auto:  # every client can score K = 2..max_local_k, before anything is trained
-        ids = federation.ids if federation.ids is not None else range(len(federation.xs))
-        check_choosable(
-            [len(x) for x in federation.xs], system.max_local_k, client_names(ids, where)
-        )
-    xs, labels = federation.xs, federation.labels
-    input_dim = int(xs[0].shape[1])
-    keras = None
-    if isinstance(trained, UserModel):  # yours is checked once, before anything is trained
-        keras = AutoencoderSpec(input_dim, params.seed, model=trained).keras()
-    choices = None
-    chosen = (
-        None if run is None or not auto else read_local_k(run.path, len(xs), system.max_local_k)
-    )
-    if chosen is not None:  # resumed: the recorded choice
-        federation = federation.with_ks(chosen)
-    if auto and chosen is None:
-        choices, initial = choose_local_ks(
-            system, federation, params.seed, params.local_epochs, trained, progress, where
-        )
-        federation = federation.with_ks([c.chosen for c in choices])
-    else:
-        initial = initial_clusters(
-            system, federation, params.seed, params.local_epochs, trained, progress=progress
-        )
-    ks = federation.ks
-    validate_inputs(xs, ks, initial)
-    run = run or RunDir(out, recorded)
-    if keras is not None:
-        write_architecture(keras, run.path)
-    if choices is not None:
-        write_local_k(run.path, local_k_record(choices, federation.class_counts, federation.ids))
-    true_categories = federation.true_categories
-    algorithm = FedCRef(xs, ks, initial, params, model=trained, bars=progress)
-
-    def step(t: int, state: FedCRefState) -> Step[FedCRefState]:
-        report: IterationReport = algorithm.iterate(state)
-        row = {
-            "iteration": report.iteration,
-            "acc": None,
-            "communities": len(report.communities),
-            "true_categories": true_categories,
-            "wrong_assoc_pct": None,
-            "associations": len(report.edges),
-            "isolated": len(report.isolated),
-            "clusters": len(report.clusters),
-            "active_clients": int(state.active.sum()),
-            "seconds": round(report.seconds, 2),
-        }
-        if labels is None:
-            row = {k: v for k, v in row.items() if k not in LABEL_COLUMNS}
-        else:
-            majority = majority_labels(report.clusters, report.members, labels)
-            row["acc"] = round(mean_client_acc(labels, state.assignments), 6)
-            row["wrong_assoc_pct"] = round(wrong_association_pct(report.edges, majority), 4)
-        postfix = {"acc": str(row["acc"])} if labels is not None else {}
-        postfix["comm"] = str(row["communities"])
-        # nothing of an iteration during which SIGINT came is saved, even where TensorFlow
-        # handled the KeyboardInterrupt itself (see fedprune.engine.interrupts)
-        interrupts.raise_if_received()
-        return Step(state, [row], {**postfix, "iso": str(row["isolated"])}, stop=state.done)
-
-    def restore(done: int, arrays: dict, _scalars: dict) -> FedCRefState:
-        run.check_checkpoint_labels(arrays, "assignments", ks)  # local clusters per client
-        return FedCRefState.from_checkpoint(done, arrays, str(run.path / CHECKPOINT))
-
-    if mine:
-        desc = f"fedcref {dataset_label(system.dataset)} {system.init}"
-    else:
-        desc = f"fedcref {system.dataset} d={system.dirtiness}"
-    result = run_rounds(
-        run,
-        algorithm.initial_state,
-        restore,
-        step,
-        params.max_iterations,
-        desc=desc,
-        progress=progress,
-        unit="it",
-        round_key="iteration",
-        finished=lambda state: state.done,
-        wall_column="wall_s",
-        shapes=algorithm.checkpoint_shapes,
-    )
-    final = result.state
-    artefacts.write_community_models(run.path, final.community_models)
-    artefacts.write_assignments(run.path, final.assignments)
-    rows = run.metrics_rows()
-    last = rows[-1]
-    summary = {
-        "method": "fedcref",
-        "dataset": system.dataset,
-        "split": system.split,
-        "init": system.init,
-        "dirtiness": system.dirtiness if system.init == "dirty" else None,
-        "seed": params.seed,
-        "num_clients": len(xs) if mine else system.num_clients,
-        "mean_k": float(np.mean(ks)),
-        "acc_init": None if labels is None else round(mean_client_acc(labels, initial), 6),
-        "acc_final": None if labels is None else float(last["acc"]),
-        "communities": int(last["communities"]),
-        "true_categories": true_categories,
-        "wrong_assoc_pct": None if labels is None else float(last["wrong_assoc_pct"]),
-        "clusters_total": int(rows[0]["clusters"]),
-        "isolated_start": int(rows[0]["isolated"]),
-        "isolated_end": int(last["isolated"]),
-        "iterations": int(last["iteration"]),
-        "stop_reason": final.stop_reason,
-        "wall_s": float(last["wall_s"]),
-        "deploy": DeployManifest(
-            kind="community",
-            models=COMMUNITY_MODELS,
-            model=config.model,
-            input_shape=(input_dim,),
-            labels=None,
-            normalization="none (your vectors as given)" if mine else "pixels scaled to [0, 1]",
-            data=table_recipe(config) if mine else image_clients_recipe(recorded),
-        ).to_json(),
-    }
-    if auto:
-        summary["local_k_chosen"] = list(ks)
-        if federation.class_counts is not None:
-            agreement = comparison(ks, federation.class_counts)
-            summary["local_k_mean_abs_diff"] = agreement["mean_abs_diff"]
-            summary["local_k_exact_fraction"] = agreement["exact_fraction"]
-    if labels is None:
-        summary = {k: v for k, v in summary.items() if k not in LABEL_SUMMARY}
-    if mine:
-        del summary["split"]
-        summary["client_ids"] = federation.ids
-    interrupts.raise_if_received()
-    run.write_summary(summary)
-    run.remove_checkpoint()  # the finished state is in the files above
-    return summary
+    given = {"table": table, "model": model}
+    return compose_run(FedCRefRun, config, out, data_dir, progress, **given)
 
 
 def table_recipe(config: FedCRefRunConfig) -> dict:

@@ -6,7 +6,8 @@ A clusterer takes each client's objects (one (n_l, d) float64 array per client, 
 :func:`.algorithm.check_client_data` returns them), the number of clusters ``k*`` and the
 run's seed, and returns each client's labels and the bytes its protocol moved
 (:class:`Clustering`). It never sees the classes. Each one is built from its own configuration
-by ``from_config`` (:meth:`fedprune.configs.fedhire.FedHireConfig.clusterer` picks the class),
+by ``from_config``, registered against that configuration's class (:data:`CLUSTERER_CLASSES`;
+:meth:`fedprune.configs.fedhire.FedHireConfig.clusterer` builds the one registered),
 and :func:`.experiment.run_clustering` runs any of them: loading and splitting the table,
 scoring and the run directory's files are the same for all three.
 
@@ -43,7 +44,7 @@ from fedprune.algorithms.fedhire.algorithm import (
     upload_payload,
 )
 from fedprune.algorithms.fedhire.assigner import fedhire_client, nearest_centre
-from fedprune.configs.fedhire import FedHireConfig, FedKMeansConfig, KFedConfig
+from fedprune.configs.fedhire import CLUSTERERS, FedHireConfig, FedKMeansConfig, KFedConfig
 from fedprune.runs.assigner import Assigner
 
 
@@ -157,3 +158,13 @@ def _k_means_clustering(method: str, k_star: int, result: baselines.BaselineResu
         result.bytes_downloaded,
         assigner=nearest_centre(method, k_star, result.centres, result.centre_clusters),
     )
+
+
+# Each method's clusterer by its configuration class (the table of fedprune.configs.fedhire)
+CLUSTERER_CLASSES: dict[type, type] = {
+    FedHireConfig: FedHire,
+    KFedConfig: KFed,
+    FedKMeansConfig: FedKMeans,
+}
+for _config_class, _clusterer in CLUSTERER_CLASSES.items():
+    CLUSTERERS.register(_config_class, _clusterer)

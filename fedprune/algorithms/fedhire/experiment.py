@@ -9,9 +9,11 @@ clusterer labels every client's objects (Fed-HIRE: each client clusters its own 
 FCPL, the centroids go up and the clusterlet-to-cluster map comes down as TFF computations,
 and the server builds the hierarchy and the final clusters in between; Cai et al.,
 "One-Shot Hierarchical Federated Clustering", ``../shared/papers/Fed-HIRE.txt``);
-the labels are scored against the classes. :func:`run_fedhire` runs the clusterer its
-configuration names (:meth:`~fedprune.configs.fedhire.FedHireConfig.clusterer`). Labels
-enter only the paper partition (as the paper's) and the evaluation, never a clusterer.
+the labels are scored against the classes. :func:`run_fedhire` runs the clusterer registered
+for its configuration's class (:meth:`~fedprune.configs.fedhire.FedHireConfig.clusterer`).
+Labels enter only the paper partition (as the paper's) and the evaluation, never a
+clusterer. Either is :class:`ClusteringRun` on the run composer
+(:mod:`fedprune.engine.compose`), without rounds.
 
 Files: ``config.json``, ``metrics.csv`` (one row: the indices), ``labels.npz`` (each client's
 predicted labels ``client<l>`` and row indices ``rows<l>``, ``l`` = 0 .. L-1 in client order)
@@ -31,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -43,6 +46,7 @@ from fedprune.data.registry import tabular_recipe
 from fedprune.data.table_partition import FederatedSplit, make_split
 from fedprune.data.tables import read_table_npz
 from fedprune.data.uci_tabular import load_tabular
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run
 from fedprune.errors import ConfigError
 from fedprune.runs import RunDir, names, recorded_config
 from fedprune.runs.assigner import Assigner, normalization
@@ -70,6 +74,78 @@ def load_federation(
     )
     split = dataclasses.replace(split, columns=tuple(table.feature_names))
     return split, table.num_classes, None
+
+
+class ClusteringRun(RunPlan[FedHireConfig]):
+    """A one-shot clustering run for the composer (:mod:`fedprune.engine.compose`): the
+    table loaded and split (or given split, ``table``), its objects checked and ``k*``
+    settled; no rounds; the labels of the clusterer given (``clusterer``; default the one
+    the configuration's class names), their scores, ``labels.npz``, the assigner and the
+    summary. CPU and wall seconds count from the loading on."""
+
+    @classmethod
+    def settle(cls, config: FedHireConfig, out: Path) -> tuple[FedHireConfig, dict]:
+        config = dataclasses.replace(
+            config, dataset_sha256=settled_sha256(config, recorded_config(out))
+        )
+        return config, config.recorded()
+
+    def __init__(self, config: FedHireConfig, inputs: Inputs):
+        super().__init__(config, inputs)
+        self.clusterer = inputs.get("clusterer") or config.clusterer()
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        table = inputs.get("table")
+        if table is None:
+            split, classes, self.ids = load_federation(config, inputs.data_dir)
+        else:
+            split, self.ids = table, None
+            classes = None if table.y is None else int(np.unique(table.y).size)
+        self.split = split
+        self.xs = check_client_data(split.client_x())
+        self.k_star = config.k_star or classes
+        if self.k_star is None:
+            raise ConfigError("--k-star is needed: the clients' table has no classes to count")
+
+    def summary(self, run: RunDir, result: None) -> dict:
+        config, split, xs, k_star = self.config, self.split, self.xs, self.k_star
+        clustered = self.clusterer.cluster(xs, k_star, config.seed)
+        predicted = list(clustered.labels)
+        y_pred = np.concatenate(predicted)
+        truth = split.client_y()
+        scores = {} if truth is None else metrics.evaluate(np.concatenate(truth), y_pred)
+        if scores:
+            run.append_metrics({"step": 1, **{k: round(v, 6) for k, v in scores.items()}})
+        write_npz(
+            run.path / names.LABELS,
+            {
+                **{f"client{i}": p for i, p in enumerate(predicted)},
+                **{f"rows{i}": r for i, r in enumerate(split.rows)},
+            },
+        )
+        deploy = {}
+        if clustered.assigner is not None:
+            assigner = clustered.assigner.with_encoding(split.mean, split.scale, split.columns)
+            assigner = assigner.with_objects(xs)
+            assigner.write(run.path)
+            deploy = {"deploy": assigner_manifest(config, assigner)}
+        return {
+            "method": config.method,
+            "dataset": config.dataset,
+            "partition": config.partition,
+            "seed": config.seed,
+            "clients": len(xs),
+            **({} if self.ids is None else {"client_ids": list(self.ids)}),
+            "objects": int(y_pred.size),
+            "k_star": k_star,
+            **scores,
+            "clusters_found": int(np.unique(y_pred).size),
+            **clustered.details,
+            "bytes_uploaded": int(clustered.bytes_uploaded),
+            "bytes_downloaded": int(clustered.bytes_downloaded),
+            "cpu_s": time.process_time() - self.cpu,
+            "wall_s": time.perf_counter() - self.wall,
+            **deploy,
+        }
 
 
 def run_clustering(
@@ -102,64 +178,8 @@ def run_clustering(
     and ``summary.json`` without the four scores (``purity``, ``ari``, ``nmi``, ``acc``), and
     no ``metrics.csv`` (its row holds only the scores).
     """
-    config = dataclasses.replace(
-        config, dataset_sha256=settled_sha256(config, recorded_config(out))
-    )
-    recorded = config.recorded()
-    run = RunDir.existing(out, recorded)
-    if run is not None and run.finished:
-        return run.read_summary()
-    wall, cpu = time.perf_counter(), time.process_time()
-    if table is None:
-        split, classes, ids = load_federation(config, data_dir)
-    else:
-        split, ids = table, None
-        classes = None if table.y is None else int(np.unique(table.y).size)
-    xs = check_client_data(split.client_x())
-    k_star = config.k_star or classes
-    if k_star is None:
-        raise ConfigError("--k-star is needed: the clients' table has no classes to count")
-    run = run or RunDir(out, recorded)
-    result = clusterer.cluster(xs, k_star, config.seed)
-    predicted = list(result.labels)
-    y_pred = np.concatenate(predicted)
-    truth = split.client_y()
-    scores = {} if truth is None else metrics.evaluate(np.concatenate(truth), y_pred)
-    if scores:
-        run.append_metrics({"step": 1, **{k: round(v, 6) for k, v in scores.items()}})
-    write_npz(
-        run.path / names.LABELS,
-        {
-            **{f"client{i}": p for i, p in enumerate(predicted)},
-            **{f"rows{i}": r for i, r in enumerate(split.rows)},
-        },
-    )
-    deploy = {}
-    if result.assigner is not None:
-        assigner = result.assigner.with_encoding(split.mean, split.scale, split.columns)
-        assigner = assigner.with_objects(xs)
-        assigner.write(run.path)
-        deploy = {"deploy": assigner_manifest(config, assigner)}
-    summary = {
-        "method": config.method,
-        "dataset": config.dataset,
-        "partition": config.partition,
-        "seed": config.seed,
-        "clients": len(xs),
-        **({} if ids is None else {"client_ids": list(ids)}),
-        "objects": int(y_pred.size),
-        "k_star": k_star,
-        **scores,
-        "clusters_found": int(np.unique(y_pred).size),
-        **result.details,
-        "bytes_uploaded": int(result.bytes_uploaded),
-        "bytes_downloaded": int(result.bytes_downloaded),
-        "cpu_s": time.process_time() - cpu,
-        "wall_s": time.perf_counter() - wall,
-        **deploy,
-    }
-    run.write_summary(summary)
-    return summary
+    given = {"clusterer": clusterer, "table": table}
+    return compose_run(ClusteringRun, config, out, data_dir, progress, **given)
 
 
 def assigner_manifest(config: FedHireConfig, assigner: Assigner) -> dict:
@@ -188,3 +208,6 @@ def run_fedhire(
     federated k-means, whichever clusterer ``config.clusterer()`` builds, by
     :func:`run_clustering` (which says what ``table`` must hold); returns the summary."""
     return run_clustering(config, config.clusterer(), out, data_dir, progress, table=table)
+
+
+FAMILIES.register(FedHireConfig, ClusteringRun)

@@ -3,9 +3,10 @@
 Modules: :mod:`.state` (the server state and its checkpoint), :mod:`.phases` (each phase as
 a function of the state), :mod:`.policy` (the mask-policy interface), :mod:`.scope` (which
 kernels are pruned), :mod:`.recluster` (``--recluster split-merge``: AS-CFL's split/merge
-of the clusters during Phases 2-3), :mod:`.compose` (:func:`run_pipeline`: the phases on the
-shared round loop, fine-tuning, the run directory). The hyper-parameters are
-:class:`fedprune.configs.pipeline.PipelineConfig`.
+of the clusters during Phases 2-3), :mod:`.policies` (each method's mask policy, by
+configuration class), :mod:`.compose` (:func:`run_pipeline`: the phases on the shared round
+loop, fine-tuning, the summary, as a family of :mod:`fedprune.engine.compose`). The
+hyper-parameters are :class:`fedprune.configs.pipeline.PipelineConfig`.
 
 Phases (CA-AFP's Algorithm 1 in general form; each algorithm module picks the lengths, the
 number of clusters and a :class:`MaskPolicy`):

@@ -1,12 +1,12 @@
-""":func:`run_pipeline`: the pipeline's phases composed on the shared round loop.
+""":func:`run_pipeline`: the pipeline's phases as one family of the run composer.
 
 Rounds 1..T0 are Phase 1, round T0 + 1 the clustering, then T1 Phase-2 and T2 Phase-3 rounds
-(:mod:`~fedprune.algorithms.pipeline.phases`), all run and checkpointed by
-:func:`fedprune.engine.loop.run_rounds`; then every client fine-tunes (Eq. 12) and the run
-directory receives the clusters (and, where ``--clusters auto`` chose K, how:
-``cluster_choice.json``; with ``--recluster split-merge`` every split/merge pass:
-``reclusters.json``), masks, cluster and personal models and the summary.
-"""
+(:mod:`~fedprune.algorithms.pipeline.phases`), all run and checkpointed by the shared loop
+(:class:`PipelineAlgorithm`); then every client fine-tunes (Eq. 12) and the run directory
+receives the clusters (and, where ``--clusters auto`` chose K, how: ``cluster_choice.json``;
+with ``--recluster split-merge`` every split/merge pass: ``reclusters.json``), masks, cluster
+and personal models and the summary (:class:`PipelineRun`). The run's life (settle, finished,
+the directory, resume) is :mod:`fedprune.engine.compose`'s."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from fedprune.algorithms.pipeline.phases import (
     fedavg_round,
     recluster_step,
 )
+from fedprune.algorithms.pipeline.policies import policy_of
 from fedprune.algorithms.pipeline.policy import MaskPolicy, with_structure
 from fedprune.algorithms.pipeline.recluster import ReclusterRule
 from fedprune.algorithms.pipeline.scope import check_block, check_layerwise, kernel_layer_names
@@ -32,15 +33,16 @@ from fedprune.algorithms.pipeline.state import PipelineState, saved_clusters
 from fedprune.checks import check_at_most
 from fedprune.configs.har import AUTO
 from fedprune.configs.pipeline import PipelineConfig
-from fedprune.configs.protocol import dataset_label, settle
+from fedprune.configs.protocol import dataset_label
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, har_model
 from fedprune.engine.held_out import HeldOut
-from fedprune.engine.loop import Step, run_rounds
+from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import ModelSpec
-from fedprune.models.user import UserModel, resolve, write_architecture
+from fedprune.models.user import UserModel
 from fedprune.privacy.local import UploadNoise
 from fedprune.runs import RunDir, artefacts, names
 from fedprune.runs.files import RETRAIN
@@ -56,7 +58,212 @@ from fedprune.sparsity.layers import (
     select,
 )
 
-# Options added after runs were first made; such a run recorded none and resumes as it was.
+
+class PipelineAlgorithm(Algorithm[PipelineState]):
+    """The pipeline's rounds on the shared loop: rounds 1..T0 Phase 1, round T0 + 1 the
+    clustering, then Phases 2-3 (with ``--recluster split-merge`` a pass before every
+    ``--recluster-every``-th of their rounds), each followed by the held-out accuracy where
+    due; the state and its checkpoint are :class:`PipelineState`'s."""
+
+    total_option = "--phases"
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        rounds: PipelineRounds,
+        init: list[np.ndarray],
+        num_clients: int,
+    ):
+        """``init``: the model's initial trainable weights; ``num_clients``: the data's."""
+        self.config, self.rounds, self.init, self.num_clients = config, rounds, init, num_clients
+        t0, t1, t2 = config.phases
+        self.total = t0 + 1 + t1 + t2
+        self.n_params = int(sum(w.size for w in init))
+        self.n_units = sum(M.unit_ids(w.shape, config.block)[1] for w in select(init, rounds.flags))
+        self.held_out = HeldOut(config.eval_every, self.total, rounds.spec.keras, rounds.clients)
+        self.recluster = ReclusterRule.from_config(config)
+        self.auto = config.clusters == AUTO
+        self.varying = self.auto or self.recluster is not None  # K read from the checkpoint
+
+    def accounts(self, saved: dict | None = None) -> CommAccounts:
+        return CommAccounts(self.n_params, self.rounds.n_prunable, self.n_units, saved)
+
+    def describe(self, t: int) -> str:
+        t0, t1, _ = self.config.phases
+        phase = "phase 1" if t <= t0 else "clustering" if t == t0 + 1 else "phase 2"
+        phase = "phase 3" if t > t0 + 1 + t1 else phase
+        return f"{self.config.method} {dataset_label(self.config.dataset)} {phase}"
+
+    def initial(self) -> PipelineState:
+        return PipelineState(self.init, self.accounts())
+
+    def step(self, t: int, state: PipelineState) -> Step[PipelineState]:
+        t0, t1, _ = self.config.phases
+        rounds, recluster = self.rounds, self.recluster
+        if t <= t0:
+            rows = fedavg_round(rounds, state, t)
+        elif t == t0 + 1:
+            rows = clustering_step(rounds, state, t)
+        else:
+            if recluster is not None and recluster.due(t - (t0 + 1)):
+                recluster_step(rounds, state, t, recluster)
+            rows = cluster_round(rounds, state, t, phase3_t=t - (t0 + 1 + t1))
+        if self.held_out.due(t):
+            add_held_out(rows, state, rounds.ids, self.held_out)
+        return Step(state, rows)
+
+    def clusters_of(self, arrays: Mapping[str, Sequence[np.ndarray]]) -> int:
+        """K of a checkpoint: its own where the run chose or changes K, else ``--clusters``."""
+        return saved_clusters(arrays) if self.varying else self.config.clusters
+
+    def schema(self, arrays: Mapping[str, Sequence[np.ndarray]]) -> Schema:
+        return PipelineState.schema(
+            arrays,
+            [w.shape for w in self.init],
+            len(self.rounds.ids),
+            self.clusters_of(arrays),
+            self.config.max_clusters,
+            self.num_clients if self.auto else None,
+        )
+
+    def restore(self, rounds_done: int, arrays: dict, scalars: dict) -> PipelineState:
+        state = PipelineState.from_checkpoint(
+            arrays, scalars, None if self.varying else self.config.clusters, self.accounts
+        )
+        if self.auto:
+            state.check_chosen(self.config.max_clusters)
+        return state
+
+
+class PipelineRun(RunPlan[PipelineConfig]):
+    """A pipeline run for the composer (:mod:`fedprune.engine.compose`): every check of the
+    data, the clusters, the model and the masks before anything is written; the rounds; then
+    Phase 4 (fine-tuning), the artefacts and the summary (the module text)."""
+
+    def __init__(self, config: PipelineConfig, inputs: Inputs):
+        super().__init__(config, inputs)
+        policy = inputs.get("policy")
+        t2 = config.phases[2]
+        data = self.data = load_recorded(har_recipe(config), inputs.data_dir)
+        clients = f"{dataset_label(config.dataset)}'s clients"
+        if config.clusters == AUTO:
+            check_choosable(config.max_clusters, data.num_clients, clients)
+        else:
+            check_at_most("clusters", config.clusters, data.num_clients, clients)
+        self.spec, model, self.architecture = har_model(config, data, inputs)
+        self.model = model
+        self.flags = prunable_mask_flags(model)  # every prunable kernel
+        self.scope = scope_flags(model, config.prune_layers)  # those the policy prunes
+        check_block(model, self.scope, config.block)
+        self.graph = None
+        if config.structure == "filters":  # whole filters and units (fedprune.sparsity.structured)
+            self.graph = S.unit_graph(model, self.scope)
+            structured = S.StructuredMasks(self.graph, config.budget)
+            policy = with_structure(policy, config.method, structured)
+        elif t2 > 0:
+            sparsity = max(config.start_sparsity, config.target_sparsity)
+            check_layerwise(model, self.scope, config.budget, config.block, sparsity)
+        check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
+        self.policy = policy
+
+    def start(self, run: RunDir) -> tuple[PipelineAlgorithm, int]:
+        config, data = self.config, self.data
+        init = [np.asarray(w) for w in self.spec.initial_weights().trainable]
+        rounds = PipelineRounds(
+            spec=self.spec,
+            clients={c.client_id: c for c in data.clients},
+            flags=self.flags,
+            scope=self.scope,
+            n_prunable=int(sum(w.size for w in select(init, self.flags))),
+            clusters=config.clusters,
+            clients_per_round=config.clients_per_round,
+            batch_size=config.batch_size,
+            seed=config.seed,
+            training=LocalTraining(
+                config.local_epochs, config.learning_rate, config.prox, masked=True
+            ),
+            policy=self.policy,
+            max_clusters=config.max_clusters,
+            signal=config.cluster_signal,
+            upload_noise=(
+                UploadNoise(config.cluster_signal_noise, config.cluster_signal_clip)
+                if config.cluster_signal_noise > 0
+                else None
+            ),
+        )
+        self.algorithm = PipelineAlgorithm(config, rounds, init, data.num_clients)
+        return self.algorithm, self.algorithm.total
+
+    def summary(self, run: RunDir, result: RoundsResult[PipelineState]) -> dict:
+        config, data, model, algorithm = self.config, self.data, self.model, self.algorithm
+        state, flags, scope, rounds = result.state, self.flags, self.scope, algorithm.rounds
+        ids = rounds.ids
+        cluster_of = state.cluster_of(ids)
+        artefacts.write_clusters(run.path, cluster_of)
+        if state.choice is not None:
+            artefacts.write_cluster_choice(
+                run.path, state.choice.file_record(config.cluster_signal, config.max_clusters)
+            )
+        if algorithm.recluster is not None:
+            artefacts.write_reclusters(run.path, [e.record(ids) for e in state.reclusters])
+        artefacts.write_cluster_models(run.path, state.cluster_w)
+        kernel_masks = {c: select(m, flags) for c, m in state.cluster_m.items()}
+        artefacts.write_masks(run.path, kernel_masks)
+
+        # Phase 4: every client fine-tunes its cluster's masked model under the mask (Eq. 12)
+        start, client_masks = cluster_starts(state.cluster_w, kernel_masks, cluster_of, flags)
+        tuned, deploy = finetune_personal(
+            run,
+            data,
+            start,
+            client_masks,
+            config,
+            self.inputs.progress,
+            pruned=True,
+            model=self.spec.model,
+        )
+
+        kernel_names = kernel_layer_names(model, flags)
+        init = algorithm.init
+        return {
+            "method": config.method,
+            "dataset": config.dataset,
+            "seed": config.seed,
+            "phases": list(config.phases),
+            "num_clients": data.num_clients,
+            "params": algorithm.n_params,
+            "prunable_params": rounds.n_prunable,
+            "clusters": {str(c): int(np.sum(state.assignment == c)) for c in range(state.clusters)},
+            **({"clusters_chosen": state.clusters} if algorithm.auto else {}),
+            **(recluster_summary(state) if algorithm.recluster is not None else {}),
+            **_upload_privacy(rounds, state),
+            "cluster_sparsity": {str(c): M.sparsity(m) for c, m in kernel_masks.items()},
+            "sparsity": tuned.sparsity,
+            "prune_layers": kernel_layer_names(model, scope),
+            "dense_layers": dense_layers(model),
+            "pruned_params": int(sum(w.size for w in select(init, scope))),
+            "sparsity_pruned_layers": float(
+                np.mean([M.sparsity(select(state.cluster_m[cluster_of[i]], scope)) for i in ids])
+            ),
+            "layer_sparsity": {
+                str(c): {n: M.sparsity([k]) for n, k in zip(kernel_names, m)}
+                for c, m in kernel_masks.items()
+            },
+            **(
+                {}
+                if self.graph is None
+                else S.summary(
+                    self.graph, {c: select(m, scope) for c, m in state.cluster_m.items()}
+                )
+            ),
+            **state.accounts.summary(),
+            "wall_s": result.clock.seconds(),
+            "finetune": tuned.summary,
+            "deploy": deploy,
+        }
+
+
+FAMILIES.register(PipelineConfig, PipelineRun)
 
 
 def run_pipeline(
@@ -75,187 +282,7 @@ def run_pipeline(
     """
     if policy is None and config.phases[2] > 0:
         raise ConfigError(f"{config.method}: T2 > 0 needs a mask policy")
-    config, record = settle(config, out, config.ADDED_LATER)
-    run = RunDir.existing(out, record)
-    if run is not None and run.finished:
-        return run.read_summary()
-    t0, t1, t2 = config.phases
-    data = load_recorded(har_recipe(config), data_dir)
-    clients = f"{dataset_label(config.dataset)}'s clients"
-    auto = config.clusters == AUTO
-    if auto:
-        check_choosable(config.max_clusters, data.num_clients, clients)
-    else:
-        check_at_most("clusters", config.clusters, data.num_clients, clients)
-    trained = resolve(config.model, model, out)
-    spec = ModelSpec(data.input_shape, data.num_classes, config.seed, trained)
-    model = spec.keras()
-    flags = prunable_mask_flags(model)  # every prunable kernel
-    scope = scope_flags(model, config.prune_layers)  # those the policy prunes
-    check_block(model, scope, config.block)
-    graph = None
-    if config.structure == "filters":  # whole filters and units (fedprune.sparsity.structured)
-        graph = S.unit_graph(model, scope)
-        policy = with_structure(policy, config.method, S.StructuredMasks(graph, config.budget))
-    elif t2 > 0:
-        sparsity = max(config.start_sparsity, config.target_sparsity)
-        check_layerwise(model, scope, config.budget, config.block, sparsity)
-    check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
-    if run is None:  # only now: a refused configuration leaves no directory behind
-        run = RunDir(out, record)
-    if isinstance(trained, UserModel):
-        write_architecture(model, run.path)
-
-    init = [np.asarray(w) for w in spec.initial_weights().trainable]
-    n_params = int(sum(w.size for w in init))
-    n_prunable = int(sum(w.size for w in select(init, flags)))
-    n_units = sum(M.unit_ids(w.shape, config.block)[1] for w in select(init, flags))
-    rounds = PipelineRounds(
-        spec=spec,
-        clients={c.client_id: c for c in data.clients},
-        flags=flags,
-        scope=scope,
-        n_prunable=n_prunable,
-        clusters=config.clusters,
-        clients_per_round=config.clients_per_round,
-        batch_size=config.batch_size,
-        seed=config.seed,
-        training=LocalTraining(config.local_epochs, config.learning_rate, config.prox, masked=True),
-        policy=policy,
-        max_clusters=config.max_clusters,
-        signal=config.cluster_signal,
-        upload_noise=(
-            UploadNoise(config.cluster_signal_noise, config.cluster_signal_clip)
-            if config.cluster_signal_noise > 0
-            else None
-        ),
-    )
-
-    held_out = HeldOut(config.eval_every, t0 + 1 + t1 + t2, spec.keras, rounds.clients)
-
-    recluster = ReclusterRule.from_config(config)
-    varying = auto or recluster is not None  # K read from the checkpoint
-
-    def step(t: int, state: PipelineState) -> Step[PipelineState]:
-        if t <= t0:
-            rows = fedavg_round(rounds, state, t)
-        elif t == t0 + 1:
-            rows = clustering_step(rounds, state, t)
-        else:
-            if recluster is not None and recluster.due(t - (t0 + 1)):
-                recluster_step(rounds, state, t, recluster)
-            rows = cluster_round(rounds, state, t, phase3_t=t - (t0 + 1 + t1))
-        if held_out.due(t):
-            add_held_out(rows, state, rounds.ids, held_out)
-        return Step(state, rows)
-
-    def shapes(arrays: Mapping[str, Sequence[np.ndarray]]) -> dict[str, list[tuple]]:
-        """The shapes of a checkpoint's arrays: the model's, and one cluster per client."""
-        model_shapes = [w.shape for w in init]
-        expected = {"global": model_shapes, "assignment": [(len(rounds.ids),)]}
-        if "assignment" in arrays:
-            k = saved_clusters(arrays) if varying else config.clusters
-            for c in range(k):
-                expected[f"cluster{c}_w"] = expected[f"cluster{c}_m"] = model_shapes
-        if auto:
-            tried = min(config.max_clusters, data.num_clients - 1) - 1
-            expected["cluster_choice"] = [(tried,), (tried,), (2,)]
-        if "reclusters" in arrays and arrays["reclusters"]:
-            p, n = len(arrays["reclusters"][0]), len(rounds.ids)
-            expected["reclusters"] = [(p,), (p, n), (p, n), (p, n), (p,)]
-        return expected
-
-    def restore(arrays: Mapping[str, Sequence[np.ndarray]], scalars: dict) -> PipelineState:
-        k = saved_clusters(arrays) if varying else config.clusters
-        run.check_checkpoint_labels(arrays, "assignment", k)
-        state = PipelineState.from_checkpoint(
-            arrays,
-            scalars,
-            None if varying else config.clusters,
-            lambda s: CommAccounts(n_params, n_prunable, n_units, s),
-        )
-        if auto and state.assignment is not None:
-            k = state.reclusters[0].k_before if state.reclusters else state.clusters
-            if state.choice is None or state.choice.chosen != k or k > config.max_clusters:
-                raise run.unusable_checkpoint(
-                    f"does not fit this run (its {k} clusters are not the ones chosen with "
-                    f"--max-clusters {config.max_clusters})"
-                )
-        return state
-
-    def phase_of(t: int) -> str:
-        phase = "phase 1" if t <= t0 else "clustering" if t == t0 + 1 else "phase 2"
-        return "phase 3" if t > t0 + 1 + t1 else phase
-
-    result = run_rounds(
-        run,
-        lambda: PipelineState(init, CommAccounts(n_params, n_prunable, n_units)),
-        lambda _rounds, arrays, scalars: restore(arrays, scalars),
-        step,
-        t0 + 1 + t1 + t2,
-        desc=lambda t: f"{config.method} {dataset_label(config.dataset)} {phase_of(t)}",
-        progress=progress,
-        shapes=shapes,
-        total_option="--phases",
-    )
-    state = result.state
-    ids = rounds.ids
-    cluster_of = state.cluster_of(ids)
-    artefacts.write_clusters(run.path, cluster_of)
-    if state.choice is not None:
-        artefacts.write_cluster_choice(
-            run.path, state.choice.file_record(config.cluster_signal, config.max_clusters)
-        )
-    if recluster is not None:
-        artefacts.write_reclusters(run.path, [e.record(ids) for e in state.reclusters])
-    artefacts.write_cluster_models(run.path, state.cluster_w)
-    kernel_masks = {c: select(m, flags) for c, m in state.cluster_m.items()}
-    artefacts.write_masks(run.path, kernel_masks)
-
-    # Phase 4: every client fine-tunes its cluster's masked model under the mask (Eq. 12)
-    start, client_masks = cluster_starts(state.cluster_w, kernel_masks, cluster_of, flags)
-    tuned, deploy = finetune_personal(
-        run, data, start, client_masks, config, progress, pruned=True, model=trained
-    )
-
-    kernel_names = kernel_layer_names(model, flags)
-    accounts = state.accounts
-    summary = {
-        "method": config.method,
-        "dataset": config.dataset,
-        "seed": config.seed,
-        "phases": list(config.phases),
-        "num_clients": data.num_clients,
-        "params": n_params,
-        "prunable_params": n_prunable,
-        "clusters": {str(c): int(np.sum(state.assignment == c)) for c in range(state.clusters)},
-        **({"clusters_chosen": state.clusters} if auto else {}),
-        **(recluster_summary(state) if recluster is not None else {}),
-        **_upload_privacy(rounds, state),
-        "cluster_sparsity": {str(c): M.sparsity(m) for c, m in kernel_masks.items()},
-        "sparsity": tuned.sparsity,
-        "prune_layers": kernel_layer_names(model, scope),
-        "dense_layers": dense_layers(model),
-        "pruned_params": int(sum(w.size for w in select(init, scope))),
-        "sparsity_pruned_layers": float(
-            np.mean([M.sparsity(select(state.cluster_m[cluster_of[i]], scope)) for i in ids])
-        ),
-        "layer_sparsity": {
-            str(c): {n: M.sparsity([k]) for n, k in zip(kernel_names, m)}
-            for c, m in kernel_masks.items()
-        },
-        **(
-            {}
-            if graph is None
-            else S.summary(graph, {c: select(m, scope) for c, m in state.cluster_m.items()})
-        ),
-        **accounts.summary(),
-        "wall_s": result.clock.seconds(),
-        "finetune": tuned.summary,
-        "deploy": deploy,
-    }
-    run.write_summary(summary)
-    return summary
+    return compose_run(PipelineRun, config, out, data_dir, progress, policy=policy, model=model)
 
 
 def check_choosable(max_clusters: int, num_clients: int, clients: str) -> None:
@@ -307,9 +334,9 @@ def run_method(
     model: UserModel | None = None,
 ) -> dict:
     """The runner of every pipeline method (CA-AFP, Global-FT, FedCHAR, EfficientFL,
-    FedSNIP): :func:`run_pipeline` with the mask policy the configuration's class names
-    (:meth:`fedprune.configs.pipeline.PipelineConfig.policy`)."""
-    return run_pipeline(config, config.policy(), out, data_dir, progress, model)
+    FedSNIP): :func:`run_pipeline` with the mask policy registered for the configuration's
+    class (:mod:`.policies`)."""
+    return run_pipeline(config, policy_of(config), out, data_dir, progress, model)
 
 
 def cluster_starts(

@@ -10,7 +10,9 @@ a chosen K adds ``cluster_choice``: [K tried (int64), their mean silhouettes (fl
 [threshold, K chosen] (float64)]; the split/merge passes of ``--recluster split-merge`` so far
 add ``reclusters`` (:func:`~fedprune.algorithms.pipeline.recluster.events_to_arrays`; absent
 before the first pass, so a run without passes writes what it always wrote). Their K is the
-number of ``cluster{c}_w`` lists saved (:func:`saved_clusters`).
+number of ``cluster{c}_w`` lists saved (:func:`saved_clusters`). What a checkpoint must be
+to be restored into a run is :meth:`PipelineState.schema` (and, for a chosen K,
+:meth:`PipelineState.check_chosen`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from fedprune.algorithms.pipeline.recluster import (
     events_from_arrays,
     events_to_arrays,
 )
+from fedprune.engine.loop import Schema, UnfitCheckpoint
 
 Weights = list[np.ndarray]
 
@@ -84,6 +87,51 @@ class PipelineState:
         if "reclusters" in arrays:
             state.reclusters = events_from_arrays(arrays["reclusters"])
         return state
+
+    @staticmethod
+    def schema(
+        arrays: Mapping[str, Sequence[np.ndarray]],
+        model: Sequence[tuple[int, ...]],
+        num_clients: int,
+        clusters: int,
+        max_clusters: int,
+        choosing_from: int | None = None,
+    ) -> Schema:
+        """What a checkpoint's ``arrays`` must hold for a run of this ``model`` (each trainable
+        weight's shape) on ``num_clients`` clients with ``clusters`` clusters (K: the run's, or
+        the checkpoint's own where the run chose or changes it): the global model, one cluster
+        number below K per client, K models and masks; where the run chose K from
+        ``choosing_from`` clients (``--clusters auto``, at most ``max_clusters``) the
+        choice's three arrays (K tried, their silhouettes, [threshold, K chosen]); the
+        split/merge passes' five arrays each as long as the passes."""
+        model = list(model)
+        shapes: dict[str, list[tuple[int, ...]]] = {
+            "global": model,
+            "assignment": [(num_clients,)],
+        }
+        if "assignment" in arrays:
+            for c in range(clusters):
+                shapes[f"cluster{c}_w"] = shapes[f"cluster{c}_m"] = model
+        if choosing_from is not None:
+            tried = min(max_clusters, choosing_from - 1) - 1
+            shapes["cluster_choice"] = [(tried,), (tried,), (2,)]
+        if "reclusters" in arrays and arrays["reclusters"]:
+            p, n = len(arrays["reclusters"][0]), num_clients
+            shapes["reclusters"] = [(p,), (p, n), (p, n), (p, n), (p,)]
+        return Schema(shapes, {"assignment": clusters})
+
+    def check_chosen(self, max_clusters: int) -> None:
+        """A restored state of a run that chose K (``--clusters auto``): the K its clusters
+        started with is the one its choice records, and within ``max_clusters``; else
+        :class:`~fedprune.engine.loop.UnfitCheckpoint`."""
+        if self.assignment is None:
+            return
+        k = self.reclusters[0].k_before if self.reclusters else self.clusters
+        if self.choice is None or self.choice.chosen != k or k > max_clusters:
+            raise UnfitCheckpoint(
+                f"does not fit this run (its {k} clusters are not the ones chosen with "
+                f"--max-clusters {max_clusters})"
+            )
 
     def cluster_of(self, ids: list[int]) -> dict[int, int]:
         """Client id -> cluster (``ids`` in the order of :attr:`assignment`)."""
