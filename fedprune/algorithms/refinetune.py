@@ -37,6 +37,7 @@ import hashlib
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from fedprune.algorithms.personal import finetune_personal, log_finetune
@@ -113,7 +114,7 @@ class RefinementRun(RunPlan[Refinement]):
     no rounds; the summary fine-tunes, copies the source's files and writes the summary."""
 
     @classmethod
-    def settle(cls, config: Refinement, out: Path) -> tuple[Refinement, dict]:
+    def settle(cls, config: Refinement, out: Path, given: Mapping) -> tuple[Refinement, dict]:
         check_out_dir(out)
         run = open_finished(config.source)
         record = derived_config(run, config.ft_epochs, out)

@@ -101,7 +101,7 @@ class RunPlan(Generic[C]):
         self.inputs = inputs
 
     @classmethod
-    def settle(cls, config: C, out: Path, **given: Any) -> tuple[C, dict]:  # noqa: ANN401
+    def settle(cls, config: C, out: Path, given: Mapping[str, Any]) -> tuple[C, dict]:
         """``config`` settled for the run directory ``out`` and the dict its ``config.json``
         holds (``given``: what the caller handed in). Default: the HAR protocol
         (:func:`fedprune.configs.protocol.settle`, with the configuration's options added
@@ -148,7 +148,7 @@ def compose_run(
     """Train (or resume, or return the finished) run of ``config`` in ``out`` with the family
     ``plan``; returns the summary (the module text gives the steps)."""
     out = Path(out)
-    config, record = plan.settle(config, out, **given)
+    config, record = plan.settle(config, out, given)
     run = RunDir.existing(out, record)
     if run is not None and run.finished:
         return run.read_summary()

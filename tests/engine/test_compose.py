@@ -60,7 +60,7 @@ class ToyRun(RunPlan[ToyConfig]):
     events: list = []  # what the composer asked, in order (reset by each test)
 
     @classmethod
-    def settle(cls, config, out, **given):
+    def settle(cls, config, out, given):
         cls.events.append("settle")
         return config, dataclasses.asdict(config)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +81,9 @@ class ClusteredImagesRun(RunPlan[ClusteredImageConfig]):
     keeps_checkpoint = False
 
     @classmethod
-    def settle(cls, config: ClusteredImageConfig, out: Path) -> tuple[ClusteredImageConfig, dict]:
+    def settle(
+        cls, config: ClusteredImageConfig, out: Path, given: Mapping
+    ) -> tuple[ClusteredImageConfig, dict]:
         sha = settled_sha256(config, recorded_config(out))
         config = dataclasses.replace(config, dataset_sha256=sha)
         return config, config.recorded()

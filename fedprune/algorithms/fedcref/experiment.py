@@ -390,10 +390,11 @@ class FedCRefRun(RunPlan[FedCRefRunConfig]):
 
     @classmethod
     def settle(
-        cls, config: FedCRefRunConfig, out: Path, table: ClientTable | None = None, **_given
+        cls, config: FedCRefRunConfig, out: Path, given: Mapping
     ) -> tuple[FedCRefRunConfig, dict]:
         """Your file's SHA-256 (where the file exists: a table handed in may name a path
         only); a table handed in needs ``config.dataset`` to name a ``.npz``."""
+        table = given.get("table")
         if table is not None and not is_user_file(config.dataset):
             raise ConfigError(
                 f"a table was given but --dataset is {config.dataset!r}; give the path of the "

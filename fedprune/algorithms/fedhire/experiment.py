@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +85,7 @@ class ClusteringRun(RunPlan[FedHireConfig]):
     summary. CPU and wall seconds count from the loading on."""
 
     @classmethod
-    def settle(cls, config: FedHireConfig, out: Path) -> tuple[FedHireConfig, dict]:
+    def settle(cls, config: FedHireConfig, out: Path, given: Mapping) -> tuple[FedHireConfig, dict]:
         config = dataclasses.replace(
             config, dataset_sha256=settled_sha256(config, recorded_config(out))
         )
