@@ -52,12 +52,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from fedprune.configs.protocol import settle
+from fedprune.configs.protocol import settle, settled_sha256
 from fedprune.configs.strategies import ByConfig
 from fedprune.engine.loop import Algorithm, RoundsResult, run_algorithm
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel, resolve, write_architecture
-from fedprune.runs import RunDir
+from fedprune.runs import RunDir, recorded_config
 
 C = TypeVar("C")
 
@@ -116,6 +116,16 @@ class RunPlan(Generic[C]):
         """The artefacts written to ``run`` and the summary returned (``result``: the
         rounds', ``None`` without rounds)."""
         raise NotImplementedError
+
+
+def settled_file(config: C, out: Path) -> tuple[C, dict]:
+    """``config`` with the SHA-256 of your data file settled for the run directory ``out``
+    (:func:`fedprune.configs.protocol.settled_sha256`: a run there made from other bytes is
+    refused) and its record, ``config.recorded()``: the :meth:`RunPlan.settle` of the
+    families whose record does not depend on the directory otherwise."""
+    sha = settled_sha256(config, recorded_config(out))
+    config = dataclasses.replace(config, dataset_sha256=sha)
+    return config, config.recorded()
 
 
 def har_model(

@@ -28,16 +28,16 @@ import numpy as np
 from fedprune.algorithms.ascfl import auto_clusters, compose, metrics, rules
 from fedprune.configs.ascfl import ClusteredImageConfig
 from fedprune.configs.har import AUTO
-from fedprune.configs.protocol import dataset_label, settled_sha256
+from fedprune.configs.protocol import dataset_label
 from fedprune.data.registry import rotated_federation, rotated_images_recipe
 from fedprune.data.rotated_partition import RotatedFederatedData
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, settled_file
 from fedprune.engine.loop import RoundsResult
 from fedprune.errors import ConfigError
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel
 from fedprune.privacy import accounting
-from fedprune.runs import RunDir, artefacts, recorded_config
+from fedprune.runs import RunDir, artefacts
 from fedprune.runs.deploy import image_manifest
 
 
@@ -84,9 +84,7 @@ class ClusteredImagesRun(RunPlan[ClusteredImageConfig]):
     def settle(
         cls, config: ClusteredImageConfig, out: Path, given: Mapping
     ) -> tuple[ClusteredImageConfig, dict]:
-        sha = settled_sha256(config, recorded_config(out))
-        config = dataclasses.replace(config, dataset_sha256=sha)
-        return config, config.recorded()
+        return settled_file(config, out)
 
     def __init__(self, config: ClusteredImageConfig, inputs: Inputs):
         super().__init__(config, inputs)

@@ -169,7 +169,8 @@ def validate_inputs(xs: Sequence[np.ndarray], ks: Sequence[int], initial: Sequen
 class FedCRef:
     """Algorithm 1 over fixed clients: ``xs`` (samples), ``ks`` (K_i) and the ``initial``
     local clusterings. :meth:`initial_state` is iteration 0; :meth:`iterate` runs one
-    iteration (lines 7-32) on a state, e.g. as the step of :func:`fedprune.engine.loop.run_rounds`.
+    iteration (lines 7-32) on a state, e.g. as the step of the shared loop
+    (:class:`fedprune.algorithms.fedcref.experiment.FedCRefIterations`).
     ``progress`` receives one line per phase of an iteration; ``model`` is the autoencoder
     (the paper's, or your :class:`~fedprune.models.user.UserModel`)."""
 

@@ -69,17 +69,17 @@ from fedprune.algorithms.fedcref.local_k import (
 from fedprune.algorithms.fedcref.local_models import LocalTrainer, cluster_seed
 from fedprune.algorithms.fedcref.system_size import check_fits
 from fedprune.configs.fedcref import AUTO, DEFAULT_MODEL, FedCRefRunConfig, SystemConfig
-from fedprune.configs.protocol import dataset_label, is_user_file, settled_sha256
+from fedprune.configs.protocol import dataset_label, is_user_file
 from fedprune.data.clustered_partition import ClientImages, dirty_uniform, partition_clients
 from fedprune.data.images import load_images
 from fedprune.data.tables import ClientTable, read_table_npz
 from fedprune.engine import interrupts
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, settled_file
 from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import AutoencoderSpec
 from fedprune.models.user import UserModel
-from fedprune.runs import CHECKPOINT, RunDir, artefacts, recorded_config
+from fedprune.runs import CHECKPOINT, RunDir, artefacts
 from fedprune.runs.deploy import DeployManifest, image_clients_recipe
 from fedprune.runs.names import COMMUNITY_MODELS
 
@@ -401,9 +401,7 @@ class FedCRefRun(RunPlan[FedCRefRunConfig]):
                 ".npz it is recorded as"
             )
         if table is None or Path(config.dataset).is_file():
-            config = dataclasses.replace(
-                config, dataset_sha256=settled_sha256(config, recorded_config(out))
-            )
+            return settled_file(config, out)
         return config, config.recorded()
 
     def __init__(self, config: FedCRefRunConfig, inputs: Inputs):

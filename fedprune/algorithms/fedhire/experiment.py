@@ -42,14 +42,14 @@ from fedprune.algorithms.fedhire import metrics
 from fedprune.algorithms.fedhire.algorithm import check_client_data
 from fedprune.algorithms.fedhire.clusterers import Clusterer
 from fedprune.configs.fedhire import FedHireConfig
-from fedprune.configs.protocol import is_user_file, settled_sha256
+from fedprune.configs.protocol import is_user_file
 from fedprune.data.registry import tabular_recipe
 from fedprune.data.table_partition import FederatedSplit, make_split
 from fedprune.data.tables import read_table_npz
 from fedprune.data.uci_tabular import load_tabular
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run
+from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, settled_file
 from fedprune.errors import ConfigError
-from fedprune.runs import RunDir, names, recorded_config
+from fedprune.runs import RunDir, names
 from fedprune.runs.assigner import Assigner, normalization
 from fedprune.runs.deploy import DeployManifest
 from fedprune.runs.files import write_npz
@@ -86,10 +86,7 @@ class ClusteringRun(RunPlan[FedHireConfig]):
 
     @classmethod
     def settle(cls, config: FedHireConfig, out: Path, given: Mapping) -> tuple[FedHireConfig, dict]:
-        config = dataclasses.replace(
-            config, dataset_sha256=settled_sha256(config, recorded_config(out))
-        )
-        return config, config.recorded()
+        return settled_file(config, out)
 
     def __init__(self, config: FedHireConfig, inputs: Inputs):
         super().__init__(config, inputs)
