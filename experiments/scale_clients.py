@@ -189,8 +189,12 @@ class Phases:
         self._thread.join()
 
 
-def measure(clients: int, seed: int, progress: bool, partial: Path | None = None) -> dict:
-    """One CA-AFP run on ``clients`` synthetic clients in this process; its phases."""
+def measure(
+    clients: int, seed: int, progress: bool, partial: Path | None = None, clusters: str = ""
+) -> dict:
+    """One CA-AFP run on ``clients`` synthetic clients in this process; its phases.
+    ``clusters``: CA-AFP's ``clusters`` ("": its default, K = 3; 1 skips the clustering
+    pass; ``auto``: K chosen from the clustering pass)."""
     import numpy as np
 
     import fedprune.api as fp
@@ -217,6 +221,11 @@ def measure(clients: int, seed: int, progress: bool, partial: Path | None = None
             clients_per_round=CLIENTS_PER_ROUND,
             ft_epochs=(1,),
             prune_frequency=PHASES_OPTION[2],  # one scoring round (5 is more than T2 = 3)
+            **(
+                {}
+                if not clusters
+                else {"clusters": clusters if clusters == "auto" else int(clusters)}
+            ),
             seed=seed,
         )
         with phases.phase("run, total"):
@@ -290,7 +299,7 @@ def zero_overhead_bound(clients: int, seed: int, pairs: int = 3) -> dict:
     return {
         "clients": clients,
         "loop": label,
-        "group": stack.group,
+        "group": getattr(stack, "group", clients),  # one stack of all before groups
         "zero_overhead_ms_per_client_epoch": 1e3 * float(np.median(zero_s)) / clients,
         "stacked_ms_per_client_epoch": 1e3 * float(np.median(stacked_s)) / clients,
         "stacked_first_epoch_s": first,
@@ -370,6 +379,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", default="30,300,3000", help="sizes N (30,300,3000)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--clusters",
+        default="",
+        help="CA-AFP's --clusters (default: its own, 3; 1: no clustering pass)",
+    )
     parser.add_argument("--bound", action="store_true", help="also the zero-overhead bound")
     parser.add_argument("--bound-clients", type=int, default=128, help="clients for --bound")
     parser.add_argument("--rss-cap-gb", type=float, default=16.0, help="stop a size past this")
@@ -385,8 +399,13 @@ def main() -> None:
         parser.error(f"--clients: comma-separated integers, not {args.clients!r}")
     if min(sizes) < 3:
         parser.error("--clients: every size needs at least 3 clients (--clusters auto)")
+    if args.clusters not in ("", "auto") and not (
+        args.clusters.isdigit() and int(args.clusters) >= 1
+    ):
+        parser.error(f"--clusters: auto or an integer >= 1, not {args.clusters!r}")
     if args.child is not None:
-        print(json.dumps(measure(args.child, args.seed, args.progress, args.partial)))
+        report = measure(args.child, args.seed, args.progress, args.partial, args.clusters)
+        print(json.dumps(report))
         return
     if args.child_bound is not None:
         print(json.dumps(zero_overhead_bound(args.child_bound, args.seed)))
@@ -397,8 +416,9 @@ def main() -> None:
 
     print(f"{cpu_name()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(
-        f"CA-AFP, phases {PHASES_OPTION}, {CLIENTS_PER_ROUND} clients per round, 1 fine-tuning "
-        f"epoch; {WINDOWS} synthetic windows of {STEPS}x{CHANNELS} per client"
+        f"CA-AFP, phases {PHASES_OPTION}, clusters {args.clusters or 'default'}, "
+        f"{CLIENTS_PER_ROUND} clients per round, 1 fine-tuning epoch; {WINDOWS} synthetic "
+        f"windows of {STEPS}x{CHANNELS} per client"
     )
     logs = Path(tempfile.mkdtemp(prefix="fedprune-scale-logs-"))
     reports: dict = {"cpu": cpu_name(), "sizes": []}
@@ -421,7 +441,7 @@ def main() -> None:
     for n in sizes:
         extra = ["--progress"] if args.progress else []
         report = run_child(
-            ["--child", str(n), "--seed", str(args.seed), *extra],
+            ["--child", str(n), "--seed", str(args.seed), "--clusters", args.clusters, *extra],
             args.rss_cap_gb,
             logs / f"n{n}.log",
         )
