@@ -20,8 +20,9 @@ default interpreter on the client's test windows, into ``<out>/exports/<run>/``.
 Arm cross toolchain, QEMU and a TFLite Micro tree with CMSIS-NN are found
 (:func:`cortex_m_trees`), a second export builds the projects for a Cortex-M4 and counts
 the instructions per inference under QEMU (``<out>/exports/<run>-cortex-m4/``); otherwise
-the table says what is missing. An export that has its report is kept, as a finished run
-is; an interrupted one is made again.
+the table says what is missing, and a Cortex-M build that fails is named in the table with
+its log (the other columns stand; the next invocation tries it again). An export that has
+its report is kept, as a finished run is; an interrupted one is made again.
 
 Interpretations:
 
@@ -75,6 +76,7 @@ TFLM_ENV, CMSIS_ENV = "FEDPRUNE_TFLM_DIR", "FEDPRUNE_CMSIS_DIR"
 # beside a checkout (the layout of fedprune's development machines and CI): shared/tflm/
 SHARED_TFLM = Path(__file__).resolve().parents[2].parent / "shared" / "tflm"
 REPORT = "export_report.json"
+CROSS = "arm-none-eabi-"  # the cross toolchain's prefix (edge_export.micro.cortex_m.CROSS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +153,31 @@ def cortex_m_trees() -> tuple[Path, Path] | str:
     missing = missing_tools()
     if missing:
         return f"{', '.join(missing)} not installed"
+    if not _cross_compiles_cxx():
+        return (
+            "arm-none-eabi-g++ has no C++ standard library (TFLite Micro needs it; Debian: "
+            "libstdc++-arm-none-eabi-newlib)"
+        )
     return tflm, cmsis
+
+
+def _cross_compiles_cxx() -> bool:
+    """Whether the cross compiler finds the C++ headers TFLite Micro includes: Debian's
+    gcc-arm-none-eabi has none without libstdc++-arm-none-eabi-newlib."""
+    probe = subprocess.run(
+        [f"{CROSS}g++", "-x", "c++", "-mcpu=cortex-m4", "-mthumb", "-fsyntax-only", "-"],
+        input=b"#include <cstddef>\n#include <cstdarg>\n",
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
+class ExportFailed(ConfigError):
+    """An edge-export command of the study failed; ``log`` holds its output."""
+
+    def __init__(self, message: str, log: Path):
+        super().__init__(message)
+        self.log = log
 
 
 def export_dir(run: Path, suffix: str = "") -> Path:
@@ -195,7 +221,7 @@ def _export(command: Sequence[str], out: Path, what: str) -> list[dict]:
         if code in (130, -signal.SIGINT):
             raise KeyboardInterrupt
         if code != 0 or not report.is_file():
-            raise ConfigError(f"{what}: the export failed (exit {code}); see {log}")
+            raise ExportFailed(f"{what}: the export failed (exit {code}); see {log}", log)
     entries = json.loads(report.read_text())
     if not isinstance(entries, list) or not all(e.get("format") == FORMAT for e in entries):
         raise DataError(f"{report}: not an {FORMAT} export of this study; delete {out} to redo it")
@@ -254,10 +280,12 @@ def _cortex_m(run: Path, out: Path, entries: list[dict], ft: int, data_dir: str 
     clients = ",".join(str(c) for c in sorted(built.values()))
     trees = {"tflm_dir": str(tflm), "cmsis_dir": str(cmsis)}
     command = export_command(run, m4_out, ft, data_dir, clients, target=CORTEX_M, **trees)
-    measured = {
-        e["client"]: e["cortex_m"][CORTEX_M]
-        for e in _export(command, m4_out, f"export {run.name} for a {CORTEX_M}")
-    }
+    try:
+        built_entries = _export(command, m4_out, f"export {run.name} for a {CORTEX_M}")
+    except ExportFailed as failed:  # said in the table; the other columns stand
+        _say(str(failed))
+        return {"cortex_m": f"not measured: the build failed, see {failed.log}"}
+    measured = {e["client"]: e["cortex_m"][CORTEX_M] for e in built_entries}
     per_client = [measured[built[shapes[c]]] for c in shapes]
     found = {
         f"m4_{kernels.replace('-', '_')}_minstr": _median(

@@ -120,3 +120,23 @@ def test_a_second_invocation_trains_and_exports_only_what_is_missing(
     assert {r: r.stat().st_mtime_ns for r in reports if r != redo} == {
         r: t for r, t in before.items() if r != redo
     }
+
+
+def test_the_cortex_m_columns_name_what_this_machine_lacks(tmp_path, monkeypatch):
+    """Without a TFLite Micro tree, or without the cross tools on PATH, the reason is one
+    line naming it (no Cortex-M number is made up)."""
+    monkeypatch.setenv(device.TFLM_ENV, str(tmp_path / "none"))
+    expected = f"no TFLite Micro tree at {tmp_path / 'none'} (set {device.TFLM_ENV})"
+    assert device.cortex_m_trees() == expected
+    tree = tmp_path / "tree" / "tensorflow" / "lite" / "micro"
+    tree.mkdir(parents=True)
+    (tree / "micro_interpreter.h").write_text("")
+    cmsis = tmp_path / "cmsis" / "cmsis_nn" / "Include"
+    cmsis.mkdir(parents=True)
+    (cmsis / "arm_nnfunctions.h").write_text("")
+    monkeypatch.setenv(device.TFLM_ENV, str(tmp_path / "tree"))
+    monkeypatch.setenv(device.CMSIS_ENV, str(tmp_path / "cmsis"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no compiler, no QEMU, no make
+    reason = device.cortex_m_trees()
+    assert isinstance(reason, str) and reason.endswith(" not installed")
+    assert "arm-none-eabi-g++" in reason and "qemu-system-arm" in reason
