@@ -46,7 +46,7 @@ held compactly:
 array, so the personal models of a shorter fine-tuning keep their values. Per client the
 result is the same as in one stack of all clients up to float round-off: TensorFlow's
 elementwise kernels take other vector paths at other tensor sizes (e.g. ``b1 ** t`` for a
-[G] vector), about 1e-7 after two epochs. Federations of up to ``MIN_GROUP`` clients (the
+[G] vector), a few 1e-7 after three epochs here. Federations of up to ``MIN_GROUP`` clients (the
 built-in HAR datasets: UCI-HAR 30, WISDM 36) train as one group, exactly as before groups.
 
 Convolutions come in two formulations (``conv=``), with the same results up to float round-off:
@@ -249,7 +249,8 @@ class StackedModel:
         trains); ``kernel_masks[c][j]`` the mask of the j-th prunable kernel
         (:func:`~fedprune.sparsity.layers.prunable_mask_flags`; None: unconstrained);
         ``seeds[c]`` its dropout seed; ``conv`` one of :data:`CONV_FORMULATIONS` or ``"auto"``
-        (module docstring); ``group`` the clients per step (default :func:`group_size`)."""
+        (module docstring); ``group`` the most clients one step trains (default
+        :func:`group_size`), in as few groups of nearly equal size as that allows."""
         if conv == "auto":
             conv = default_conv_formulation()
         elif conv not in CONV_FORMULATIONS:
@@ -305,6 +306,9 @@ class StackedModel:
         self._dirty = False  # ... trained since it was loaded
         self._step = tf.function(self._train_step, reduce_retracing=True)
         self._predict = tf.function(self._logits, reduce_retracing=True)
+        self._put_weights_fn = tf.function(self._put_weights)
+        self._put_state_fn = tf.function(self._put_state)
+        self._get_state_fn = tf.function(self._get_state)
 
     # -- state between groups -----------------------------------------------------------------
     def _distinct_masks(
@@ -375,20 +379,47 @@ class StackedModel:
                 flat[k, self._offsets[i] : self._offsets[i + 1]] = np.ravel(w)
         return flat * self._mask_table[self._mask_of[rows]]
 
-    def _flat_weights(self, rows: np.ndarray) -> np.ndarray:
-        return self._flat_start(rows) if self._weights is None else self._weights[rows]
+    def _padded(self, flat: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        """[n, ...] rows of a group as the [G, ...] the variables hold (``fill`` after n)."""
+        if len(flat) == self.group:
+            return flat
+        out = np.full((self.group, *flat.shape[1:]), fill, flat.dtype)
+        out[: len(flat)] = flat
+        return out
 
-    def _assign(self, variables: list[tf.Variable], flat: np.ndarray) -> None:
-        """Variables [G, ...] from [n, P] rows (n <= G; the rows after n are zeros)."""
+    def _put_weights(self, w: tf.Tensor) -> None:
+        """The weight variables from [G, P] (one graph call instead of one per tensor)."""
+        for i, var in enumerate(self.vars):
+            part = w[:, self._offsets[i] : self._offsets[i + 1]]
+            var.assign(tf.reshape(part, var.shape))
+
+    def _put_state(
+        self,
+        w: tf.Tensor,
+        m: tf.Tensor,
+        v: tf.Tensor,
+        mask: tf.Tensor,
+        t: tf.Tensor,
+        seeds: tf.Tensor,
+    ) -> None:
+        """Every variable of a group from [G, P] weights, moments and masks, [G] counts."""
+        self._put_weights(w)
+        for i in range(len(self.vars)):
+            lo, hi = self._offsets[i], self._offsets[i + 1]
+            self.m[i].assign(tf.reshape(m[:, lo:hi], self.m[i].shape))
+            self.v[i].assign(tf.reshape(v[:, lo:hi], self.v[i].shape))
+            if i in self.masks:
+                self.masks[i].assign(tf.reshape(mask[:, lo:hi], self.masks[i].shape))
+        self.t.assign(t)
+        self.seeds.assign(seeds)
+
+    def _get_state(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """[G, P] weights and moments and the [G] step counts of the group in the variables."""
         g = self.group
-        for i, var in enumerate(variables):
-            part = flat[:, self._offsets[i] : self._offsets[i + 1]]
-            value = np.zeros((g, *self.shapes[i]), np.float32)
-            value[: len(flat)] = part.reshape(len(flat), *self.shapes[i])
-            var.assign(value)
-
-    def _read(self, variables: list[tf.Variable], n: int) -> np.ndarray:
-        return np.concatenate([v.numpy()[:n].reshape(n, -1) for v in variables], axis=1)
+        flat = [
+            tf.concat([tf.reshape(x, (g, -1)) for x in xs], 1) for xs in (self.vars, self.m, self.v)
+        ]
+        return (*flat, tf.identity(self.t))
 
     def _load(self, lo: int, training: bool = True) -> None:
         """Put the group starting at client ``lo`` in the variables (its weights, masks,
@@ -398,54 +429,56 @@ class StackedModel:
             return
         self._store()
         rows = self._clients_of(lo)
-        n, g = len(rows), self.group
-        self._assign(self.vars, self._flat_weights(rows))
+        hi = lo + len(rows)
+        if self._weights is None:
+            w = self._padded(self._flat_start(rows))
+        else:
+            w = self._padded(self._weights[lo:hi])
         self._shown, self._resident = lo, None
         if not training:
+            self._put_weights_fn(tf.constant(w))
             return
-        masks = self._mask_table[self._mask_of[rows]]
-        for i, var in self.masks.items():
-            value = np.ones((g, *self.shapes[i]), np.float32)
-            value[:n] = masks[:, self._offsets[i] : self._offsets[i + 1]].reshape(
-                n, *self.shapes[i]
-            )
-            var.assign(value)
-        m = np.zeros((n, self.parameters), np.float32)
-        v = np.zeros((n, self.parameters), np.float32)
+        m = np.zeros((self.group, self.parameters), np.float32)
+        v = np.zeros((self.group, self.parameters), np.float32)
         if self._m:  # kept positions only; the others' moments never reach a weight
             for u, k, row in self._by_mask(rows):
                 m[np.ix_(k, self._kept[u])] = self._m[u][row]
                 v[np.ix_(k, self._kept[u])] = self._v[u][row]
-        self._assign(self.m, m)
-        self._assign(self.v, v)
-        self.t.assign(np.pad(self._steps[rows], (0, g - n)))
-        self.seeds.assign(np.pad(self._seeds[rows], (0, g - n)))
+        self._put_state_fn(
+            tf.constant(w),
+            tf.constant(m),
+            tf.constant(v),
+            tf.constant(self._padded(self._mask_table[self._mask_of[rows]], 1.0)),
+            tf.constant(self._padded(self._steps[lo:hi])),
+            tf.constant(self._padded(self._seeds[lo:hi])),
+        )
         self._resident, self._dirty = lo, False
 
     def _store(self) -> None:
         """The resident group's trained state back into the numpy arrays."""
         if self._resident is None or not self._dirty:
             return
-        rows = self._clients_of(self._resident)
+        lo = self._resident
+        rows = self._clients_of(lo)
         n = len(rows)
         if self._weights is None:
             self._weights = np.empty((self.clients, self.parameters), np.float32)
-            for lo in self._groups():  # the groups that have not trained yet: their start
-                if lo != self._resident:
-                    others = self._clients_of(lo)
+            for other in self._groups():  # the groups that have not trained yet: their start
+                if other != lo:
+                    others = self._clients_of(other)
                     self._weights[others] = self._flat_start(others)
         elif self._lent:  # the arrays handed out keep their values
             self._weights = self._weights.copy()
         self._lent = False
-        self._weights[rows] = self._read(self.vars, n)
+        w, m, v, t = (x.numpy()[:n] for x in self._get_state_fn())
+        self._weights[lo : lo + n] = w
         if not self._m:
             self._m = [np.zeros((c, len(k)), np.float32) for c, k in zip(self._members, self._kept)]
             self._v = [np.zeros_like(a) for a in self._m]
-        m, v = self._read(self.m, n), self._read(self.v, n)
         for u, k, row in self._by_mask(rows):
             self._m[u][row] = m[np.ix_(k, self._kept[u])]
             self._v[u][row] = v[np.ix_(k, self._kept[u])]
-        self._steps[rows] = self.t.numpy()[:n]
+        self._steps[lo : lo + n] = t
         self._dirty = False
 
     def _by_mask(self, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
