@@ -336,13 +336,14 @@ def caafp_run(args: argparse.Namespace, rate: float) -> None:
 def report_run(result: object, rate: float, data_dir: str | None) -> None:
     """A finished pipeline run's work (from its configuration, data and clusters), its time
     and run time / bound."""
+    from fedprune.algorithms.pipeline.policies import policy_of
     from fedprune.configs.pipeline import CAAFPConfig
     from fedprune.data.registry import har_recipe, load_recorded
     from fedprune.engine.rounds import sample_by_cluster
 
     config = types.SimpleNamespace(**result.config)
     fields = {f.name for f in dataclasses.fields(CAAFPConfig)}
-    policy = CAAFPConfig(**{k: v for k, v in result.config.items() if k in fields}).policy()
+    policy = policy_of(CAAFPConfig(**{k: v for k, v in result.config.items() if k in fields}))
     data = load_recorded(har_recipe(config), data_dir)
     spec = ModelSpec(data.input_shape, data.num_classes, seed=config.seed)
     count = flops.count(spec.keras())
