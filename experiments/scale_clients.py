@@ -249,7 +249,7 @@ def measure(
     }
 
 
-def zero_overhead_bound(clients: int, seed: int, pairs: int = 3) -> dict:
+def zero_overhead_bound(clients: int, seed: int, pairs: int = 5) -> dict:
     """Fine-tuning's seconds per client-epoch on ``clients`` synthetic clients, stacked as
     fine-tuning trains them (:class:`~fedprune.engine.stacked.StackedModel`, 70 % random
     masks) and in the zero-overhead loop (bench_round's ``ZeroOverhead``: Adam 1e-3, batch
