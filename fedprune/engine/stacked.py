@@ -264,6 +264,10 @@ class StackedModel:
         n = len(self.shapes)
         if any(len(w) != n for w in weights):
             raise ValueError(f"every client needs {n} weight arrays (model.get_weights() order)")
+        for c, ws in enumerate(weights):
+            if any(np.shape(w) != shape for w, shape in zip(ws, self.shapes)):
+                got = [tuple(np.shape(w)) for w in ws]
+                raise ValueError(f"client {c}: weight shapes {got}, the model's {self.shapes}")
         sizes = [int(np.prod(s)) for s in self.shapes]
         self._offsets = np.cumsum([0, *sizes]).tolist()
         self.parameters = self._offsets[-1]

@@ -165,3 +165,10 @@ def test_a_mask_of_the_wrong_size_is_named():
     masks[1][0] = masks[1][0][:2]
     with pytest.raises(ValueError, match="client 1: kernel mask 0"):
         StackedModel(build_har_cnn(SHAPE, CLASSES), weights, masks)
+
+
+def test_weights_of_another_shape_are_named():
+    weights, _, _, _ = _clients(2)
+    weights[1] = [w[..., :1] if w.ndim > 1 else w for w in weights[1]]
+    with pytest.raises(ValueError, match="client 1: weight shapes"):
+        StackedModel(build_har_cnn(SHAPE, CLASSES), weights)
