@@ -11,7 +11,7 @@ export FEDPRUNE_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 REPRODUCE = mkdir -p "$(or $(FEDPRUNE_DATA_DIR),data)" && $(BIN)/fedprune reproduce
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast test-stacked lint format bench reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick reproduce-score-ablation reproduce-score-ablation-quick reproduce-phases reproduce-phases-quick reproduce-finetune reproduce-finetune-quick reproduce-noniid reproduce-noniid-quick reproduce-ascfl reproduce-ascfl-quick reproduce-fedhire reproduce-fedhire-quick reproduce-autok reproduce-autok-quick clean
+.PHONY: help install test test-fast test-stacked lint format bench reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick reproduce-score-ablation reproduce-score-ablation-quick reproduce-phases reproduce-phases-quick reproduce-finetune reproduce-finetune-quick reproduce-noniid reproduce-noniid-quick reproduce-ascfl reproduce-ascfl-quick reproduce-fedhire reproduce-fedhire-quick reproduce-autok reproduce-autok-quick reproduce-device reproduce-device-quick clean
 
 help: ## show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-24s %s\n", $$1, $$2}'
@@ -54,6 +54,12 @@ bench: install ## distance to the hardware (FLOPs, peak, zero-overhead bound, ru
 	$(BIN)/python experiments/bench_round.py
 	$(BIN)/python experiments/bench_finetune.py
 	$(BIN)/python experiments/bench_fedhire.py
+
+reproduce-device: install ## pruning on the device: accuracy vs int8 size, arena, LiteRT, Cortex-M, 5 seeds -> results/device.*
+	$(REPRODUCE) device --jobs auto
+
+reproduce-device-quick: install ## the same with one seed
+	$(REPRODUCE) device --quick --jobs auto
 
 reproduce-table2: install ## the paper's Table 2 on real data, 5 seeds -> results/table2.{md,csv,png}
 	$(REPRODUCE) table2 --jobs auto
