@@ -49,7 +49,8 @@ def finetune_all(
     and ``kernel_masks[id]`` re-applied after every step, its own shuffling and dropout seeds
     (drawn from ``[seed, id]``). All clients train at once as one stacked computation
     (:mod:`fedprune.engine.stacked`; per client the same as Keras ``fit``). ``progress``
-    (a tqdm bar) advances once per epoch; ``conv`` picks the stacked convolution's
+    (a tqdm bar over epochs) advances by each group's share of an epoch, so its estimate of
+    the time left is live within an epoch of thousands of clients; ``conv`` picks the stacked convolution's
     formulation (:class:`~fedprune.engine.stacked.StackedModel`); ``model`` is the table model
     or your own (:class:`~fedprune.models.user.UserModel`).
     """
@@ -85,7 +86,7 @@ def finetune_all(
             e - done,
             batch_size,
             shuffles,
-            on_epoch=None if progress is None else lambda: progress.update(1),
+            on_progress=None if progress is None else progress.update,
         )
         done = e
         probs = predict_each(stack, [c.x_test for c in clients])
