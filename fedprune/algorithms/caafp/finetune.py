@@ -50,9 +50,9 @@ def finetune_all(
     (drawn from ``[seed, id]``). All clients train at once as one stacked computation
     (:mod:`fedprune.engine.stacked`; per client the same as Keras ``fit``). ``progress``
     (a tqdm bar over epochs) advances by each group's share of an epoch, so its estimate of
-    the time left is live within an epoch of thousands of clients; ``conv`` picks the stacked convolution's
-    formulation (:class:`~fedprune.engine.stacked.StackedModel`); ``model`` is the table model
-    or your own (:class:`~fedprune.models.user.UserModel`).
+    the time left is live within an epoch of thousands of clients; ``conv`` picks the stacked
+    convolution's formulation (:class:`~fedprune.engine.stacked.StackedModel`); ``model`` is
+    the table model or your own (:class:`~fedprune.models.user.UserModel`).
     """
     ids = [client.client_id for client in clients]
     seeds = [int(np.random.default_rng([seed, cid]).integers(2**31 - 1)) for cid in ids]
