@@ -15,7 +15,12 @@ scaled study's model) it prints:
    rounds (clusters 8/1/1, 70 % masks, proximal term; a scoring round), CA-AFP round (one
    scoring round in five) / FedAvg round (target <= 1.10); AS-CFL's update round / its
    zero-overhead round;
-5. one whole CA-AFP UCI-HAR (0,0,50) run, as a user runs it (a separate process with the
+5. fedprune's FedAvg round against its peer, the same round as a tuned multi-process
+   plain-Keras client loop (``experiments/peer_round.py``: one long-lived spawned worker per
+   core, its model compiled once, ``set_weights`` / ``fit`` / ``get_weights`` per client,
+   the server's example-weighted mean): s/round of each (rounds 2..N, medians) and
+   **fedprune round / tuned peer round** (interleaved pairs);
+6. one whole CA-AFP UCI-HAR (0,0,50) run, as a user runs it (a separate process with the
    default settings), its work in TFLOP (windows trained in local epochs, the scoring gradient
    passes, fine-tuning, the evaluations; from the run's configuration, data and clusters) and
    **run time / bound**, bound = work / the zero-overhead rate (target <= 1.3).
@@ -62,6 +67,18 @@ def onednn() -> str:
     default = "on" if any(f in flags for f in ("avx512_vnni", "avx512_bf16", "amx")) else "off"
     setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     return {"0": "off", "1": "on"}.get(setting or "", default)
+
+
+def vector_units() -> str:
+    """AVX-512 / AVX2 (and AMX) as /proc/cpuinfo's flags name them."""
+    flags = set()
+    if os.path.exists("/proc/cpuinfo"):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return isa + (" + AMX" if "amx_tile" in flags else "")
 
 
 def sgemm_gflops(threads: int | None, size: int = 2048, repeats: int = 5) -> float:
@@ -271,7 +288,56 @@ def har(args: argparse.Namespace, peak: float) -> float:
     print(f"  FedAvg round / zero-overhead round        {ratio['fedavg']:5.2f}  (target <= 1.15)")
     per_fedavg = caafp / ratio["fedavg"]
     print(f"  CA-AFP round (1 scoring in 5) / FedAvg    {per_fedavg:5.2f}  (target <= 1.10)")
+    if args.peer_rounds > 1:
+        peer_round_vs_fedavg(args, spec, clients, variants["fedavg"])
     return rate
+
+
+def peer_round_vs_fedavg(
+    args: argparse.Namespace,
+    spec: ModelSpec,
+    clients: Sequence[ClientData],
+    fedavg_round: Callable[[], object],
+) -> None:
+    """fedprune's FedAvg round against its peer, the same round as a tuned multi-process
+    plain-Keras client loop (:mod:`peer_round`): one worker process per core, each with its
+    model built and compiled once; the same clients, initial weights, local epochs, batch and
+    Adam(1e-3). Interleaved: a fedprune round, then a peer round, ``--peer-rounds`` times;
+    the first of each is left out (tracing, the clients' data sent to the workers)."""
+    from peer_round import THREAD_VARS, PeerPool
+
+    from fedprune.engine.datasets import round_seed
+
+    init = [np.asarray(w) for w in spec.keras().get_weights()]
+    data = [(c.client_id, np.asarray(c.x_train), np.asarray(c.y_train)) for c in clients]
+    seeds = [round_seed(0, 1, c.client_id) for c in clients]
+    cores = _cores()
+    with PeerPool(spec.keras, spec.loss, processes=cores) as pool:
+
+        def peer() -> None:
+            pool.round(init, data, seeds, args.local_epochs, BATCH)
+
+        ours, theirs = [], []
+        for _ in range(args.peer_rounds):
+            ours.append(_time(fedavg_round))
+            theirs.append(_time(peer))
+    ratios = [a / b for a, b in zip(ours[1:], theirs[1:])]
+    threads = " ".join(f"{k}={v}" for k, v in THREAD_VARS.items())
+    print(
+        f"  peer: {cores} spawned plain-Keras worker process(es) ({threads} each; model "
+        f"compiled once per worker, set_weights + fit + get_weights per client); fedprune: "
+        f"one TFF worker, TF_NUM_INTRAOP_THREADS={os.environ.get('TF_NUM_INTRAOP_THREADS')} "
+        f"TF_NUM_INTEROP_THREADS={os.environ.get('TF_NUM_INTEROP_THREADS')}"
+    )
+    print(
+        f"  FedAvg s/round, rounds 2..{args.peer_rounds}, medians: fedprune "
+        f"{np.median(ours[1:]):.2f} s, tuned peer {np.median(theirs[1:]):.2f} s"
+    )
+    print(
+        f"  fedprune round / tuned peer round         {np.median(ratios):5.2f}  (pairs: "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + ")"
+    )
 
 
 def ascfl(args: argparse.Namespace, peak: float) -> None:
@@ -411,6 +477,13 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--no-run", action="store_true", help="skip the whole CA-AFP run")
     parser.add_argument("--no-ascfl", action="store_true", help="skip the AS-CFL image CNN")
+    parser.add_argument(
+        "--peer-rounds",
+        type=int,
+        default=4,
+        help="FedAvg rounds of fedprune and of the multi-process Keras peer, interleaved; "
+        "the first of each is left out (default 4; 0: no peer)",
+    )
     args = parser.parse_args()
     _restart_with_one_thread_per_client()
 
@@ -419,7 +492,7 @@ def main() -> None:
     cores = _cores()
     one, every, tf_peak = sgemm_gflops(1), sgemm_gflops(None), tf_matmul_gflops()
     peak = max(every, tf_peak)
-    print(f"{cpu_name()}, {cores} cores, oneDNN {onednn()}")
+    print(f"{cpu_name()} ({vector_units()}), {cores} cores, oneDNN {onednn()}")
     print(
         f"sgemm, float32 2048^3: numpy {one:.0f} GFLOP/s on one core, {every:.0f} on all; "
         f"TensorFlow's matmul, one per core at once, {tf_peak:.0f}: peak {peak:.0f} GFLOP/s"
