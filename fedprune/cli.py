@@ -174,7 +174,7 @@ def _add_train_parsers(train: argparse._SubParsersAction) -> None:
             description=method.description,
             epilog="Options not given take the defaults shown.",
         )
-        add_config_options(parser, method.config)
+        add_config_options(parser, method.config, method.data)
         _add_run_options(parser)
 
 

@@ -19,11 +19,11 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from fedprune.configs.command_line import EXAMPLE_DATASET, usable_fields
 from fedprune.configs.fields import cli_fields, flag_of
 
 TITLE = "# Python API reference"
-# a built-in dataset for each kind of data, to probe which fields a method uses
-DATASET_EXAMPLE = {"windows": "uci_har", "table": "ecoli", "images": "mnist", "": "mnist"}
+DATASET_EXAMPLE = EXAMPLE_DATASET  # a built-in dataset of each kind, to probe the fields
 INTRO = """\
 Generated from the code (`python -m fedprune.api.reference docs/api-reference.md`; a test
 keeps it in sync). [api.md](api.md) walks through a whole case; this page lists every
@@ -56,37 +56,12 @@ def _allowed(field: dataclasses.Field) -> str:
     return rule.text
 
 
-def _probes(config_class: type, required: dict) -> Iterator[tuple[str, object]]:
-    """(condition, configuration) for the defaults and for each choice field set to each of
-    its choices (and ``clusters="auto"``): the settings under which a field can be used.
-    A setting the configuration refuses with the others at their defaults is passed over."""
-    from fedprune.errors import FedpruneError
-
-    settings: list[dict] = [{}]
-    for field in cli_fields(config_class):
-        rule = field.metadata.get("rule")
-        choices = (rule.choices or ()) if rule is not None else ()
-        settings += [{field.name: choice} for choice in choices]
-        if field.name == "clusters":
-            settings.append({"clusters": "auto"})
-    for setting in settings:
-        try:
-            config = config_class(**{**required, **setting})
-        except (FedpruneError, TypeError, ValueError):
-            continue
-        condition = ", ".join(f"{k}={v!r}" for k, v in setting.items())
-        yield condition, config
-
-
-def _keywords(config_class: type, required: dict) -> Iterator[str]:
+def _keywords(config_class: type, data: str) -> Iterator[str]:
     """The rows of one builder's keyword table: the fields the method uses with its
     defaults, then those it uses only with another setting (said in the row); fields it
-    never uses are left out, as the builder refuses them."""
-    names = {f.name for f in cli_fields(config_class)}
-    when: dict[str, str] = {}
-    for condition, config in _probes(config_class, required):
-        for name in sorted(names - config.unused_fields()):
-            when.setdefault(name, condition)
+    never uses are left out, as the builder refuses them (and ``--help`` leaves them out:
+    both from :func:`fedprune.configs.command_line.usable_fields`)."""
+    when = usable_fields(config_class, data)
     yield "| keyword | type | default | allowed | meaning | command line |"
     yield "|---|---|---|---|---|---|"
     for field in sorted(cli_fields(config_class), key=lambda f: when.get(f.name) != ""):
@@ -120,12 +95,7 @@ def _builder_section(name: str, builder: Callable) -> Iterator[str]:
     yield f"{entry.summary} (`fedprune train {builder.method}`). Configuration: "
     yield f"`{entry.config.__name__}`" + (f"; takes {' and '.join(takes)}." if takes else ".")
     yield ""
-    required = {
-        f.name: DATASET_EXAMPLE[entry.data]
-        for f in dataclasses.fields(entry.config)
-        if f.name == "dataset" and f.default is dataclasses.MISSING
-    }
-    yield from _keywords(entry.config, required)
+    yield from _keywords(entry.config, entry.data)
     yield ""
 
 
