@@ -347,12 +347,16 @@ def cluster_starts(
 ) -> tuple[dict[int, list[np.ndarray]], dict[int, list[np.ndarray]]]:
     """Phase 4's inputs (Eq. 12): client i starts from its cluster's model under the cluster's
     mask, w_c ⊙ M_c, and keeps M_c's kernel masks (float32; tensors outside ``flags``, the
-    biases, are never pruned). Returns ({client: start weights}, {client: kernel masks})."""
-    start, masks = {}, {}
-    for i, c in cluster_of.items():
+    biases, are never pruned). Returns ({client: start weights}, {client: kernel masks}).
+
+    The clients of one cluster share one start and one mask list (made once per cluster, read
+    and never written by fine-tuning), so memory grows with the clusters, not the clients."""
+    per_cluster = {}
+    for c in sorted(set(cluster_of.values())):
         kernels = [np.asarray(m, np.float32) for m in kernel_masks[c]]
-        start[i] = M.apply(cluster_w[c], merge(kernels, cluster_w[c], flags))
-        masks[i] = kernels
+        per_cluster[c] = (M.apply(cluster_w[c], merge(kernels, cluster_w[c], flags)), kernels)
+    start = {i: per_cluster[c][0] for i, c in cluster_of.items()}
+    masks = {i: per_cluster[c][1] for i, c in cluster_of.items()}
     return start, masks
 
 
