@@ -50,10 +50,11 @@ test-stacked: install ## stacked-training tests only (.ci/run: again with TF_ENA
 test-fast: install ## unit tests only (no TFF computations, no real data)
 	$(BIN)/pytest -q -m "not slow and not real_data"
 
-bench: install ## distance to the hardware (FLOPs, peak, zero-overhead bound, run/bound), fine-tuning, Fed-HIRE
+bench: install ## distance to the hardware (zero-overhead bound, tuned peer round), fine-tuning, Fed-HIRE, start-up
 	$(BIN)/python experiments/bench_round.py
 	$(BIN)/python experiments/bench_finetune.py
 	$(BIN)/python experiments/bench_fedhire.py
+	$(BIN)/python experiments/bench_startup.py
 
 reproduce-device: install ## pruning on the device: accuracy vs int8 size, arena, LiteRT, Cortex-M, 5 seeds -> results/device.*
 	$(REPRODUCE) device --jobs auto
