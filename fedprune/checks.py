@@ -28,6 +28,15 @@ MAX_COUNT = 2**31 - 1
 """The largest count any option takes (see the module text)."""
 
 
+USER_SUFFIX = ".npz"
+"""A ``--dataset`` ending in this names your own file rather than a built-in dataset."""
+
+
+def is_user_file(dataset: str) -> bool:
+    """Whether ``--dataset`` names your own ``.npz`` file rather than a built-in dataset."""
+    return dataset.endswith(USER_SUFFIX)
+
+
 def option(name: str) -> str:
     """``learning_rate`` -> ``--learning-rate`` (the spelling of the command line)."""
     return "--" + name.replace("_", "-")

@@ -272,7 +272,7 @@ def test_bad_npz_files(row, tmp_path, capsys):
 
 
 def test_a_declared_size_beyond_the_cap_is_refused_before_reading(tmp_path):
-    from fedprune.data.npz import NpzProblem, read_arrays
+    from fedprune.runs.npz import NpzProblem, read_arrays
 
     np.savez(tmp_path / "a.npz", x=np.zeros(1000))
     with pytest.raises(NpzProblem, match=r"unpack to 7.9 KiB, beyond the 1.0 KiB fedprune"):

@@ -11,6 +11,12 @@ Interpretations:
   ``from package import name`` where ``name`` is not a module is an import of the package's
   ``__init__``, not of every submodule.
 * Rules (b) and (c) look at a module's own imports (direct), at any level.
+* The layers (:data:`LAYERS`) rank packages: each subpackage of ``fedprune``, each of its
+  top-level modules, and ``edge_export``. A module may import its own layer and the layers
+  below it, never one above, at any level (a function-level import is a dependency too: it
+  only moves the failure to run time). The root ``fedprune/__init__.py`` is in no layer:
+  importing any module runs it first, so every module may read it, and it may import a
+  fedprune module only inside a function (its exit handler), never at module level.
 * Rule (d) asks what *importing* a module loads, so it follows module-level imports only
   (not function bodies, not ``if TYPE_CHECKING:`` blocks), transitively through fedprune
   modules, and counts the ``__init__`` of every package on the way (importing ``a.b.c`` runs
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +38,32 @@ PACKAGES = ("fedprune", "edge_export")
 HEAVY = ("tensorflow", "tensorflow_federated", "tensorflow_model_optimization")
 CONCRETE_BUILDERS = ("fedprune.models.cnn1d", "fedprune.models.autoencoder")
 LIGHT_CLI = "fedprune.cli"
+
+LAYERS = (
+    # the foundations: errors, parameter rules, lazy names, log quieting, the interpreter
+    "errors",
+    "checks",
+    "lazy",
+    "quiet",
+    "interpreter",
+    "workers",  # where TFF computations run (processes, sandbox, TLS): knows no computation
+    "runs",  # the files fedprune reads and writes: run directories, safe I/O, .npz reader
+    "data",  # datasets: readers, caches, partitions, recipes
+    "sparsity",  # schedules, scores, masks, the prunable-layer table
+    "models",  # the model table, builders, specs
+    "configs",  # the methods' configuration classes and strategy tables
+    "edge_export",  # reads finished runs: needs neither the engine nor the algorithms
+    "engine",  # TFF processes, rounds, the run composer
+    "privacy",
+    "methods",  # the method registry the command line and the API build from
+    "algorithms",
+    "api",
+    "reproduce",
+    "cli",
+    "command_server",  # runs command lines through the CLI for reproductions
+    "__main__",
+)
+"""Layers from lowest to highest: a module imports nothing of a higher layer."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +240,33 @@ def _within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
+def layer_of(module: str, layers: Sequence[str]) -> str | None:
+    """The layer of a walked module: ``edge_export`` or the ``fedprune`` subpackage or
+    top-level module it is in; ``None`` for the root package ``fedprune`` itself."""
+    parts = module.split(".")
+    name = parts[0] if parts[0] != "fedprune" else (parts[1] if len(parts) > 1 else None)
+    if name is not None and name not in layers:
+        raise AssertionError(f"{module} is in no layer: add {name!r} to LAYERS")
+    return name
+
+
+def upward_imports(graph: Mapping[str, list[Import]], layers: Sequence[str]) -> list[str]:
+    """``module:line -> target (low < high)`` for each import, at any level, of a walked
+    module in a higher layer than the importer's (imports of and by the root package
+    excepted, see :func:`layer_of`)."""
+    rank = {layer: i for i, layer in enumerate(layers)}
+    found = []
+    for module, imports in sorted(graph.items()):
+        low = layer_of(module, layers)
+        for i in imports:
+            if low is None or i.target not in graph:
+                continue
+            high = layer_of(i.target, layers)
+            if high is not None and rank[high] > rank[low]:
+                found.append(f"{module}:{i.line} -> {i.target} ({low} < {high})")
+    return found
+
+
 def loads_at_import(graph: Mapping[str, list[Import]], module: str) -> dict[str, list[str]]:
     """What importing ``module`` loads: each module reached -> one import chain to it.
 
@@ -337,6 +396,35 @@ def test_walker_finds_forbidden_direct_imports(tmp_path):
     ]
 
 
+def test_walker_finds_upward_imports_between_layers(tmp_path):
+    write_package(
+        tmp_path,
+        {
+            "fedprune/__init__.py": "def at_exit():\n    from fedprune.high import h\n",
+            "fedprune/low.py": "import fedprune\n",
+            "fedprune/mid/__init__.py": "",
+            "fedprune/mid/a.py": (
+                "from fedprune import low\n\ndef f():\n    import fedprune.high.h\n"
+            ),
+            "fedprune/mid/b.py": "from fedprune.mid import a\nimport json\n",
+            "fedprune/high/__init__.py": "",
+            "fedprune/high/h.py": "from ..mid import b\nfrom fedprune import low\n",
+        },
+    )
+    graph = import_graph(tmp_path, ["fedprune"])
+
+    assert upward_imports(graph, ("low", "mid", "high")) == [
+        "fedprune.mid.a:4 -> fedprune.high.h (mid < high)"
+    ]
+    assert upward_imports(graph, ("high", "mid", "low")) == [
+        "fedprune.high.h:1 -> fedprune.mid.b (high < mid)",
+        "fedprune.high.h:2 -> fedprune.low (high < low)",
+        "fedprune.mid.a:1 -> fedprune.low (mid < low)",
+    ]
+    with pytest.raises(AssertionError, match="'mid' to LAYERS"):
+        upward_imports(graph, ("low", "high"))
+
+
 def test_walker_follows_module_level_imports_and_package_inits_only(tmp_path):
     write_package(
         tmp_path,
@@ -381,6 +469,34 @@ def test_the_walk_sees_the_packages(graph):
 def test_no_import_cycle(graph):
     cycles = [" -> ".join(cycle) for cycle in import_cycles(graph)]
     assert cycles == [], "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_layer_imports_a_higher_one(graph):
+    found = upward_imports(graph, LAYERS)
+    assert found == [], "imports of a higher layer (see LAYERS):\n" + "\n".join(found)
+
+
+def test_every_layer_exists_and_the_root_package_imports_nothing_at_import(graph):
+    # a layer that no longer exists would silently let its neighbours swap places
+    present = {layer_of(m, LAYERS) for m in graph} - {None}
+    assert present == set(LAYERS)
+    # importing any module runs fedprune/__init__.py first: it must pull nothing in
+    at_import = [i.target for i in graph["fedprune"] if i.module_level and i.target in graph]
+    assert at_import == []
+
+
+def test_configs_name_no_algorithm_module():
+    """The configurations say what they are by their class; the algorithms register their
+    strategies against it (``fedprune.configs.strategies``): no string names one."""
+    found = [
+        f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}"
+        for path in sorted((REPO / "fedprune" / "configs").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and "fedprune.algorithms" in node.value
+    ]
+    assert found == [], "\n".join(found)
 
 
 def test_edge_export_imports_no_algorithm(graph):

@@ -3,8 +3,8 @@
 ``split`` and ``standardize`` may be left unset (``None``) in a configuration; the runner then
 settles them with :func:`with_protocol` before anything is recorded:
 
-* resuming a run directory: the values its ``config.json`` recorded; a run made before
-  ``--split`` existed (no ``split`` recorded) used the random split;
+* resuming a run directory: the values its ``config.json`` recorded (no ``split``
+  recorded: the random split);
 * a new run: the time-ordered split (it does not leak overlapping windows into the test set,
   :mod:`fedprune.data.partition`) and the protocol's standardization per dataset
   (:data:`STANDARDIZE`: WISDM z-scored per client and channel with the client's own training
@@ -24,12 +24,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import ClassVar, Protocol, TypeVar
 
+from fedprune.checks import is_user_file
 from fedprune.errors import DataError
 
 # fedprune.data.partition.SPLITS (not imported: it loads numpy; tests check they agree)
 SPLITS = ("time-ordered", "random")
 STANDARDIZE = {"uci_har": False, "wisdm": True}
-USER_SUFFIX = ".npz"
 # options added later, with what a run directory made before each existed used:
 # runs.as_recorded leaves them out of such a run's record, so it resumes
 BEFORE_SPLIT = {
@@ -41,14 +41,9 @@ BEFORE_SPLIT = {
 }
 
 
-def is_user_file(dataset: str) -> bool:
-    """Whether ``--dataset`` names your own ``.npz`` file rather than a built-in dataset."""
-    return dataset.endswith(USER_SUFFIX)
-
-
 def builtin_or_user_file(builtin: tuple[str, ...], what: str, doc: str) -> object:
     """The ``--dataset`` rule of a method family: one of ``builtin`` or the path of your own
-    ``.npz`` ``what`` (:func:`is_user_file`), described by ``doc`` in the error."""
+    ``.npz`` ``what`` (:func:`fedprune.checks.is_user_file`), described by ``doc`` in the error."""
     from fedprune.checks import Rule
     from fedprune.errors import ConfigError
 

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fedprune.data.npz import read_arrays
 from fedprune.data.windows import WindowedDataset
+from fedprune.runs.npz import read_arrays
 
 ENV_CACHE_DIR = "FEDPRUNE_CACHE_DIR"
 FORMAT = 2  # bump when the readers' output or the stored layout changes (2: WISDM
@@ -123,7 +123,7 @@ def save(path: Path, data: WindowedDataset, note: str) -> None:
     if path.parent.exists() and untrusted(path.parent, folder=True):
         return  # :func:`load` said so in its note; nothing is cached in another's folder
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    from fedprune.runs.files import write_npz  # runs imports data: not at module level
+    from fedprune.runs.files import write_npz
 
     write_npz(path, arrays)
 

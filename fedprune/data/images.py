@@ -15,8 +15,8 @@ Every file of a dataset is located (or downloaded, sha256-checked) on its own th
   transposed relative to MNIST (NIST wrote them column by column); :func:`load_images` returns
   them transposed back, so every dataset here has MNIST's orientation.
 
-The sha256 of the MNIST, Fashion-MNIST and KMNIST files are those of the official files
-(the same as ``shared/data/manifest.json`` gives for them); where none is known (KMNIST train
+The sha256 of the MNIST, Fashion-MNIST and KMNIST files are those of the official files;
+where none is known (KMNIST train
 images, EMNIST's ``gzip.zip``) the first download's digest is recorded and enforced at every
 later use (see :mod:`fedprune.data.sources`).
 
@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.data import sources
-from fedprune.data.npz import read_arrays
 from fedprune.data.sources import DataSource, Download
 from fedprune.errors import DataError
+from fedprune.runs.npz import read_arrays
 
 NAMES = ("mnist", "fashion_mnist", "kmnist", "emnist_digits")
 SPLITS = ("train", "test")

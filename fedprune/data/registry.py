@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedprune.configs.protocol import is_user_file
+from fedprune.checks import is_user_file
 from fedprune.data import cache, sources
 from fedprune.data.clustered_partition import ClientImages, partition_clients
 from fedprune.data.images import load_images
@@ -23,7 +23,7 @@ from fedprune.data.user import file_sha256, read_npz
 from fedprune.data.user_images import read_images_npz, to_federation
 from fedprune.data.windows import WindowedDataset
 from fedprune.data.wisdm import read_wisdm
-from fedprune.errors import ConfigError, DataError
+from fedprune.errors import DataError
 
 
 def _read_uci_har(path: Path) -> tuple[WindowedDataset, str]:
@@ -110,21 +110,6 @@ def load_federated(
         fed, affected = inject_label_noise(fed, *label_noise, seed)
         fed = dataclasses.replace(fed, noisy_clients=tuple(affected))
     return standardize_all(fed) if standardize else fed
-
-
-def dataset_info(name: str) -> tuple[tuple[int, int], tuple[str, ...]]:
-    """(window shape, class names) of built-in HAR dataset ``name``, without reading its
-    files (a run on your own ``.npz`` file records both in its deploy manifest)."""
-    from fedprune.data import uci_har as u
-    from fedprune.data import wisdm as w
-
-    info = {
-        "uci_har": ((u.WINDOW, len(u.SIGNALS)), u.CLASS_NAMES),
-        "wisdm": ((w.WINDOW, len(w.CHANNELS)), w.CLASS_NAMES),
-    }
-    if name not in info:
-        raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(info)}")
-    return info[name]
 
 
 def har_recipe(config: object) -> dict:
@@ -273,7 +258,7 @@ def load_recorded(
     if kind in ("har", "table", "rotated-images") and "sha256" in recipe:
         # a file of yours; this runs for commands on a finished run (export, fine-tuning,
         # reopening), which have no --dataset option: the message names the file itself
-        from fedprune.runs.names import USER_DATASET  # runs imports data: not at module level
+        from fedprune.runs.names import USER_DATASET
 
         path = Path(recipe["dataset"])
         if not path.is_file():

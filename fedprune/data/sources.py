@@ -19,10 +19,9 @@ Rules (each failure is one :class:`~fedprune.errors.DataError` line naming the p
   so the file is simply re-hashed at every use; no sidecar of verified (size, mtime, digest)
   is kept, and so there is no second record that could go stale.
 * Published checksums (:attr:`Download.sha256`) are checked at download. The MNIST,
-  Fashion-MNIST and KMNIST ones (in :mod:`fedprune.data.images`) equal the sha256 that
-  ``shared/data/manifest.json`` gives for those official files; the manifest has no digest of
-  the official UCI-HAR or WISDM archives (its UCI-HAR zip and WISDM file are reconstructions),
-  so those two stay ``None`` and rely on the recorded digest.
+  Fashion-MNIST and KMNIST ones (in :mod:`fedprune.data.images`) are those of the official
+  files; no digest of the official UCI-HAR or WISDM archives is known to us, so those two
+  stay ``None`` and rely on the recorded digest.
 """
 
 from __future__ import annotations
@@ -313,7 +312,7 @@ def verify_download(path: Path, download: Download, target: Path) -> None:
             "the download is corrupt or the archive changed upstream"
         )
     if download.sha256 is None and not record.exists():
-        from fedprune.runs.files import write_text  # runs imports data: not at module level
+        from fedprune.runs.files import write_text
 
         write_text(record, f"{actual}  {target.name}\n")
         print(

@@ -114,7 +114,7 @@ def read_table_npz(path: str | os.PathLike) -> ClientTable:
 def write_table_npz(table: ClientTable, path: str | os.PathLike) -> Path:
     """Write ``table`` as an ``.npz`` file :func:`read_table_npz` reads back the same
     (atomically: :func:`fedprune.runs.files.write_npz`)."""
-    from fedprune.runs.files import write_npz  # runs imports data: not at module level
+    from fedprune.runs.files import write_npz
 
     path = Path(path)
     arrays = {"x": table.x, "client_id": table.client}

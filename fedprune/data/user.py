@@ -35,7 +35,7 @@ key            shape, type       meaning
 ``channel_names`` (C,) str       optional: one name per channel (default ``ch0``...)
 ============== ================= ==========================================================
 
-It is read by :func:`fedprune.data.npz.read_arrays` (no pickle, so no code runs from a data
+It is read by :func:`fedprune.runs.npz.read_arrays` (no pickle, so no code runs from a data
 file; each array's declared shape checked against the bytes there and a 16 GiB cap before
 anything is allocated); its SHA-256
 (:func:`file_sha256`) goes into the run's configuration, so a run whose file changed is not
@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from fedprune.data.npz import NpzProblem, read_arrays
 from fedprune.data.windows import WindowedDataset
 from fedprune.errors import DataError
+from fedprune.runs.npz import NpzProblem, read_arrays
 
 MIN_WINDOWS = 2
 """The fewest windows a client may have: one to train on and one to test on."""
@@ -525,7 +525,7 @@ def write_npz(data: WindowedDataset, path: str | os.PathLike) -> Path:
     in their order, which is the time order); returns the path. Written to a temporary name
     first, so an interrupted write (or a full disk) never leaves a partial file under
     ``path``, nor the temporary one (:func:`fedprune.runs.files.write_npz`)."""
-    from fedprune.runs.files import write_npz as write_arrays  # runs imports data: not above
+    from fedprune.runs.files import write_npz as write_arrays
 
     path = Path(path)
     write_arrays(

@@ -190,7 +190,7 @@ def read_images_npz(path: str | os.PathLike) -> ImageClients:
 def write_images_npz(images: ImageClients, path: str | os.PathLike) -> Path:
     """Write ``images`` as an ``.npz`` file :func:`read_images_npz` reads back the same
     (atomically: :func:`fedprune.runs.files.write_npz`)."""
-    from fedprune.runs.files import write_npz  # runs imports data: not at module level
+    from fedprune.runs.files import write_npz
 
     path = Path(path)
     arrays = {

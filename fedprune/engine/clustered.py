@@ -34,7 +34,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
-from fedprune.engine import local_loop
+from fedprune.engine import local_loop, step_noise
 from fedprune.engine.client_work import LocalTraining, build_client_update
 from fedprune.engine.datasets import round_seed
 from fedprune.engine.rounds import call_interruptibly, check_finite
@@ -52,7 +52,7 @@ def build_clustered_round(
     ``spec.seed`` as TF's global seed, as :func:`fedprune.engine.process.build_learning_process`
     does, so that the clients' dropout streams are the same as there."""
     tf.keras.utils.set_random_seed(spec.seed)
-    model_fn = spec.variable_model_fn()
+    model_fn = step_noise.variable_model_fn(spec)
     with tf.Graph().as_default():
         probe = model_fn()
         weights_type = tff.learning.models.weights_type_from_model(probe)

@@ -1,26 +1,10 @@
-"""Client data specs, per-round shuffle seeds, and the ``tf.data`` pipeline of FedCRef's local
+"""Per-round shuffle seeds and the ``tf.data`` pipeline of FedCRef's local
 Keras fits (the TFF rounds take tensors instead: :mod:`fedprune.engine.local_loop`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-
-
-def element_spec(input_shape: tuple[int, ...]) -> tuple[tf.TensorSpec, tf.TensorSpec]:
-    """Batched (windows, labels) spec of every client dataset."""
-    return (
-        tf.TensorSpec([None, *input_shape], tf.float32),
-        tf.TensorSpec([None], tf.int64),
-    )
-
-
-def reconstruction_spec(input_dim: int) -> tuple[tf.TensorSpec, tf.TensorSpec]:
-    """Batched (x, x) spec of an autoencoder's client datasets."""
-    return (
-        tf.TensorSpec([None, input_dim], tf.float32),
-        tf.TensorSpec([None, input_dim], tf.float32),
-    )
 
 
 def round_seed(seed: int, round_num: int, client_id: int) -> int:

@@ -33,7 +33,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
-from fedprune.engine import local_loop
+from fedprune.engine import local_loop, step_noise
 from fedprune.engine.datasets import round_seed
 from fedprune.engine.rounds import call_interruptibly
 from fedprune.models.spec import ModelSpec
@@ -42,7 +42,7 @@ LOSS_CHUNK = 1024  # examples per forward pass of IFCA's loss evaluation (dropou
 
 
 def _types(spec: ModelSpec, models: int) -> tuple[list, tff.Type, tff.Type]:
-    model_fn = spec.variable_model_fn()
+    model_fn = step_noise.variable_model_fn(spec)
     with tf.Graph().as_default():
         probe = model_fn()
         weights_type = tff.learning.models.weights_type_from_model(probe)
@@ -60,7 +60,7 @@ def build_update_round(spec: ModelSpec, epochs: int, models: int) -> tff.Computa
     if epochs < 1 or models < 1:
         raise ValueError(f"epochs and models must be >= 1, got {epochs} and {models}")
     tf.keras.utils.set_random_seed(spec.seed)
-    model_fn = spec.variable_model_fn()
+    model_fn = step_noise.variable_model_fn(spec)
     tensors, stacked, data_type = _types(spec, models)
 
     @tff.tensorflow.computation(stacked, np.float32, np.int32, data_type)
@@ -118,7 +118,7 @@ def build_update_round(spec: ModelSpec, epochs: int, models: int) -> tff.Computa
 
 def build_loss_round(spec: ModelSpec, models: int) -> tff.Computation:
     """Each client's mean training loss under each of the ``models`` (IFCA's choice)."""
-    model_fn = spec.variable_model_fn()
+    model_fn = step_noise.variable_model_fn(spec)
     tensors, stacked, data_type = _types(spec, models)
 
     @tff.tensorflow.computation(stacked, data_type)

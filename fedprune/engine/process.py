@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from fedprune.engine import step_noise
 from fedprune.engine.client_work import LocalTraining, build_local_training
 from fedprune.models.spec import AutoencoderSpec, ModelSpec
 
@@ -59,7 +60,7 @@ def build_learning_process(
     it is set from ``spec.seed`` so that a process is the same whatever ran before it.
     """
     tf.keras.utils.set_random_seed(spec.seed)
-    model_fn = spec.variable_model_fn()
+    model_fn = step_noise.variable_model_fn(spec)
     initial = spec.initial_weights()
     with tf.Graph().as_default():
         weights_type = tff.learning.models.weights_type_from_model(model_fn())

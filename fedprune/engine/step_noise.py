@@ -21,10 +21,16 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 from keras.src import backend as keras_backend
+
+if TYPE_CHECKING:
+    import tensorflow_federated as tff
+
+    from fedprune.models.spec import AutoencoderSpec, ModelSpec
 
 _scope = threading.local()
 
@@ -65,6 +71,22 @@ def seed_random_layers(model: tf.keras.Model) -> tf.keras.Model:
         if isinstance(getattr(layer, "_random_generator", None), keras_backend.RandomGenerator):
             layer._random_generator = StepSeededGenerator(index)  # noqa: SLF001
     return model
+
+
+def variable_model_fn(
+    spec: ModelSpec | AutoencoderSpec,
+) -> Callable[[], tff.learning.models.VariableModel]:
+    """A no-argument function building ``spec``'s TFF model (fresh variables on each call)
+    for the client computations, its random layers drawing from the local step's seed
+    (:func:`seed_random_layers`)."""
+    import tensorflow_federated as tff
+
+    def model_fn() -> tff.learning.models.VariableModel:
+        return tff.learning.models.from_keras_model(
+            seed_random_layers(spec.keras()), loss=spec.loss(), input_spec=spec.input_spec()
+        )
+
+    return model_fn
 
 
 def step_seed(shuffle_seed: tf.Tensor, epoch: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:

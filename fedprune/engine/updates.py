@@ -14,7 +14,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
-from fedprune.engine import local_loop
+from fedprune.engine import local_loop, step_noise
 from fedprune.engine.client_work import LocalTraining, build_client_update
 from fedprune.engine.datasets import round_seed
 from fedprune.engine.rounds import TrainingDiverged
@@ -26,7 +26,7 @@ def build_update_computation(spec: ModelSpec, training: LocalTraining) -> tff.Co
     if training.masked or training.prox > 0:
         raise ValueError("the clustering step trains plainly (no mask, no proximal term)")
     tf.keras.utils.set_random_seed(spec.seed)  # graph-level seed: see build_learning_process
-    model_fn = spec.variable_model_fn()
+    model_fn = step_noise.variable_model_fn(spec)
     with tf.Graph().as_default():
         probe = model_fn()
         weights_type = tff.learning.models.weights_type_from_model(probe)

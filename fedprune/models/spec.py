@@ -3,26 +3,40 @@
 A spec names a :data:`fedprune.models.table.MODELS` entry, or holds your own model function
 (:class:`fedprune.models.user.UserModel`), and the arguments of its builder (input shape,
 classes, initialization seed). It gives the Keras model, the loss, the
-batched input spec, TFF's model function and the deterministic initial weights; the engine
-(:mod:`fedprune.engine.process`) takes a spec and never imports a concrete builder.
+batched input spec and the deterministic initial weights; the engine takes a spec, builds
+TFF's model function from it (:func:`fedprune.engine.step_noise.variable_model_fn`) and never
+imports a concrete builder.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from fedprune.engine import step_noise
-from fedprune.engine.datasets import element_spec, reconstruction_spec
 from fedprune.errors import ConfigError
 from fedprune.models.table import ModelEntry, model_entry
 from fedprune.models.user import UserModel, check_autoencoder, check_classifier
 
 if TYPE_CHECKING:  # TFF (~10 s to import) only where a process is built: not for export
     import tensorflow_federated as tff
+
+
+def element_spec(input_shape: tuple[int, ...]) -> tuple[tf.TensorSpec, tf.TensorSpec]:
+    """Batched (windows, labels) spec of every client dataset."""
+    return (
+        tf.TensorSpec([None, *input_shape], tf.float32),
+        tf.TensorSpec([None], tf.int64),
+    )
+
+
+def reconstruction_spec(input_dim: int) -> tuple[tf.TensorSpec, tf.TensorSpec]:
+    """Batched (x, x) spec of an autoencoder's client datasets."""
+    return (
+        tf.TensorSpec([None, input_dim], tf.float32),
+        tf.TensorSpec([None, input_dim], tf.float32),
+    )
 
 
 class _SpecBase:
@@ -50,21 +64,6 @@ class _SpecBase:
 
     def input_spec(self) -> tuple[tf.TensorSpec, tf.TensorSpec]:
         raise NotImplementedError
-
-    def variable_model_fn(self) -> Callable[[], tff.learning.models.VariableModel]:
-        """A no-argument function building the TFF model (fresh variables on each call) for
-        the client computations: its random layers draw from the local step's seed
-        (:mod:`fedprune.engine.step_noise`)."""
-        import tensorflow_federated as tff
-
-        def model_fn() -> tff.learning.models.VariableModel:
-            return tff.learning.models.from_keras_model(
-                step_noise.seed_random_layers(self.keras()),
-                loss=self.loss(),
-                input_spec=self.input_spec(),
-            )
-
-        return model_fn
 
     def initial_weights(self) -> tff.learning.models.ModelWeights:
         """Deterministic initial weights (numpy) for this seed."""

@@ -1,5 +1,5 @@
 """One long-lived Python process that runs ``fedprune`` commands one after another: the
-runner's handle (the process itself is :mod:`fedprune.reproduce.command_server`).
+runner's handle (the process itself is :mod:`fedprune.command_server`).
 
 A ``fedprune train`` subprocess spends most of a short run starting up: importing
 TensorFlow and TFF took 7 + 2.4 s on this 2-core machine for a k-FED run whose own work took
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from fedprune.interpreter import PYTHON
 
 ANSWER = "code"
-SERVER = "fedprune.reproduce.command_server"  # run by name: the runner must not import it
+SERVER = "fedprune.command_server"  # run by name: the runner must not import it
 
 
 class SharedProcess:

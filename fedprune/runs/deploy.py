@@ -22,9 +22,9 @@ how each method lays out its files:
   :func:`fedprune.data.registry.load_recorded`), for calibration and checks on the device
   side.
 
-Runs written before the manifest existed (older fedprune versions) get one derived from their
-``config.json`` by :func:`legacy_manifest`, for the layouts those versions wrote; anything
-else is refused in one line.
+A ``summary.json`` without a manifest gets one derived from the run's ``config.json`` by
+:func:`legacy_manifest` (HAR runs of FedAvg, the pipeline methods and ClusterFL; FedCRef);
+anything else is refused in one line.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from fedprune.configs.protocol import is_user_file
-from fedprune.errors import ConfigError, DataError
+from fedprune.checks import is_user_file
+from fedprune.errors import DataError
 from fedprune.runs import names
 from fedprune.runs.files import damaged
 
@@ -169,8 +169,27 @@ def image_manifest(
     )
 
 
+LEGACY_HAR_DATASETS: dict[str, tuple[tuple[int, int], tuple[str, ...]]] = {
+    "uci_har": (
+        (128, 9),
+        (
+            "WALKING",
+            "WALKING_UPSTAIRS",
+            "WALKING_DOWNSTAIRS",
+            "SITTING",
+            "STANDING",
+            "LAYING",
+        ),
+    ),
+    "wisdm": ((200, 3), ("Walking", "Jogging", "Upstairs", "Downstairs", "Sitting", "Standing")),
+}
+"""(window shape, class names) of the datasets a run without a manifest can have trained on,
+fixed here: such runs do not change when :mod:`fedprune.data` does (tests/runs/test_deploy.py
+checks that they agree with it)."""
+
+
 def legacy_manifest(path: Path, config: Mapping) -> DeployManifest:
-    """The manifest of a run written before manifests existed, from its ``config.json``."""
+    """The manifest of a run whose ``summary.json`` has none, from its ``config.json``."""
     method = config.get("method")
     hint = f"re-run training with this version to export {path}"
     if method == "fedcref":
@@ -190,12 +209,12 @@ def legacy_manifest(path: Path, config: Mapping) -> DeployManifest:
     missing = [key for key in ("dataset", "seed") if key not in config]
     if missing:
         raise damaged(path / names.CONFIG, KeyError(f"no {', '.join(missing)}"))
-    from fedprune.data.registry import dataset_info
-
-    try:
-        shape, labels = dataset_info(config["dataset"])
-    except ConfigError as err:
-        raise DataError(f"{path / names.CONFIG}: {err}; {hint}") from None
+    if config["dataset"] not in LEGACY_HAR_DATASETS:
+        raise DataError(
+            f"{path / names.CONFIG}: unknown dataset {config['dataset']!r}; known: "
+            f"{', '.join(LEGACY_HAR_DATASETS)}; {hint}"
+        )
+    shape, labels = LEGACY_HAR_DATASETS[config["dataset"]]
     data = {
         "loader": "har",
         "dataset": config["dataset"],
@@ -220,8 +239,8 @@ CLUSTERED_IMAGE_METHODS = ("ascfl", "cfl", "cfl-fixed", "ifca")
 
 def clustered_without_models(path: Path, method: str) -> str:
     """Why a clustered image run without its cluster models has nothing to export, and
-    what to do: earlier fedprune versions kept only each client's cluster and the numbers,
-    and a finished run directory answers at once, so only a new run keeps the models."""
+    what to do: a finished run directory answers at once, so only a new run (another
+    ``--out``) keeps the models."""
     kept = [
         name
         for name in (names.CONFIG, names.METRICS, names.SUMMARY, names.CLUSTERS)

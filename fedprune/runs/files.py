@@ -209,10 +209,10 @@ def _new_hidden_folder(parent: Path, what: str) -> Path:
 
 def read_npz(path: Path, fix: str = RETRAIN) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` archive, read now (a damaged member fails here, not later)
-    by :func:`fedprune.data.npz.read_arrays`: no pickle, each declared shape checked against
+    by :func:`fedprune.runs.npz.read_arrays`: no pickle, each declared shape checked against
     the bytes there and a cap before anything is allocated, a ``.npy`` under an ``.npz`` name
     named as such."""
-    from fedprune.data.npz import read_arrays
+    from fedprune.runs.npz import read_arrays
 
     try:
         return read_arrays(path)

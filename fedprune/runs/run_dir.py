@@ -11,9 +11,9 @@ folder resumes, exports, fine-tunes and reopens: the data the Python API places 
 (``dataset.npz``, :data:`~fedprune.runs.names.USER_DATASET`) is recorded as ``"dataset":
 "dataset.npz"`` in ``config.json`` and in the deploy manifest's data recipe
 (:func:`recorded_own_files`), and read back as that file of the folder where it is now
-(:func:`resolved_own_files`). Runs written before this recorded the file's absolute path;
-such a record still reads (where the path no longer exists, the folder's own
-``dataset.npz`` is taken; the SHA-256 the run recorded still guards its bytes).
+(:func:`resolved_own_files`). A record holding an absolute path reads too: where that
+path no longer exists, the folder's own ``dataset.npz`` is taken (the SHA-256 the run
+recorded still guards its bytes).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-from fedprune.data.npz import read_arrays
 from fedprune.errors import ConfigError, DataError
 from fedprune.runs.events import EventLog
 from fedprune.runs.files import (
@@ -50,6 +49,7 @@ from fedprune.runs.names import (
     USER_DATASET,
     WORKER_LOGS,
 )
+from fedprune.runs.npz import read_arrays
 
 RUN_DIR_MODE = 0o700
 """A run directory fedprune makes is its user's alone: it may hold a copy of their data
@@ -373,8 +373,8 @@ class RunDir:
             writer.writerows(rows)
 
     def append_metrics(self, row: Mapping) -> None:
-        """Append one round's row. A run directory written by an older version may have fewer
-        columns: the file is then rewritten with the new columns added at the end (older rows
+        """Append one round's row. Where ``metrics.csv`` has fewer columns than the row,
+        the file is rewritten with the new columns added at the end (older rows
         leave them empty), so a resumed run keeps one readable table; a column the row lacks
         stays empty in it. The row goes to the TensorBoard event files too."""
         path = self.path / METRICS

@@ -18,20 +18,18 @@ from tensorflow_model_optimization.python.core.sparsity.keras.pruning_wrapper im
     PruneLowMagnitude,
 )
 
-from fedprune.models.table import MODELS
 from fedprune.sparsity.layers import prunable_weight_names
 
 _NEVER = 2**62
 
 
 def to_pruned_keras(
-    input_shape: tuple[int, ...],
-    num_classes: int,
+    model: tf.keras.Model,
     weights: Sequence[np.ndarray],
     kernel_masks: Sequence[np.ndarray],
 ) -> tf.keras.Model:
-    """The HAR CNN wrapped by tfmot, with ``weights`` (⊙ masks) and ``kernel_masks`` set."""
-    model = MODELS["har_cnn"].build(input_shape, num_classes)
+    """``model`` (a Keras model; its weights are replaced) wrapped by tfmot, with ``weights``
+    (⊙ masks) and ``kernel_masks`` (one per prunable kernel, in layer order) set."""
     model.set_weights([np.asarray(w) for w in weights])
     schedule = tfmot.sparsity.keras.ConstantSparsity(0.5, begin_step=_NEVER, end_step=-1)
 

@@ -9,10 +9,10 @@ import pytest
 from edge_export.cli import main
 from edge_export.formats import FORMATS
 from edge_export.micro import MicroExport, write_c_array
-from fedprune.data.npz import read_arrays
 from fedprune.data.registry import load_federated
 from fedprune.models.cnn1d import build_har_cnn
 from fedprune.runs import RunDir, names
+from fedprune.runs.npz import read_arrays
 from tests.conftest import har_arrays, write_uci_har
 from tests.edge_export.conftest import EXPORTED_CLIENT
 

@@ -12,7 +12,12 @@ import pytest
 from fedprune.data import uci_har, wisdm
 from fedprune.errors import DataError
 from fedprune.runs import names
-from fedprune.runs.deploy import DeployManifest, har_manifest, legacy_manifest
+from fedprune.runs.deploy import (
+    LEGACY_HAR_DATASETS,
+    DeployManifest,
+    har_manifest,
+    legacy_manifest,
+)
 
 HAR = {"loader": "har", "dataset": "uci_har", "seed": 3, "standardize": True}
 FEDCREF = {
@@ -121,6 +126,13 @@ def test_legacy_refusals_are_one_line(tmp_path, config, words):
         legacy_manifest(tmp_path, config)
     message = str(err.value)
     assert words in message and str(tmp_path) in message and "\n" not in message
+
+
+def test_the_legacy_datasets_are_the_built_in_ones():
+    assert LEGACY_HAR_DATASETS == {
+        "uci_har": ((uci_har.WINDOW, len(uci_har.SIGNALS)), uci_har.CLASS_NAMES),
+        "wisdm": ((wisdm.WINDOW, len(wisdm.CHANNELS)), wisdm.CLASS_NAMES),
+    }
 
 
 def test_legacy_unknown_dataset_is_one_line(tmp_path):

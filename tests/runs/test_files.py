@@ -80,7 +80,7 @@ def test_the_old_file_survives_a_real_full_disk(small_disk):
     write_npz(path, {"w": np.arange(10.0)})
     with pytest.raises(OSError):
         write_npz(path, {"w": np.zeros((64, 1024), np.float32)})
-    from fedprune.data.npz import read_arrays
+    from fedprune.runs.npz import read_arrays
 
     np.testing.assert_array_equal(read_arrays(path)["w"], np.arange(10.0))
     assert [p.name for p in disk.iterdir()] == ["checkpoint.npz"]

@@ -16,7 +16,7 @@ def test_roundtrip_masks_and_strip_pruning():
     kmasks = M.prune_to(
         [np.ones_like(k) for k in kernels], [rng.random(k.shape) for k in kernels], 0.7
     )
-    wrapped = to_pruned_keras((128, 9), 6, weights, kmasks)
+    wrapped = to_pruned_keras(build_har_cnn((128, 9), 6), weights, kmasks)
     assert all(np.array_equal(a, b) for a, b in zip(kernel_masks_of(wrapped), kmasks))
     stripped = tfmot.sparsity.keras.strip_pruning(wrapped)
     stripped_kernels = [w for w, f in zip(stripped.get_weights(), flags) if f]

@@ -81,7 +81,7 @@ def _members(archive: zipfile.ZipFile, max_bytes: int) -> dict[str, np.ndarray]:
     if total > max_bytes:
         raise NpzProblem(
             f"its arrays unpack to {_size(total)}, beyond the {_size(max_bytes)} fedprune "
-            "reads from one file (fedprune.data.npz.MAX_BYTES)"
+            "reads from one file (fedprune.runs.npz.MAX_BYTES)"
         )
     keys = []
     for info in infos:

@@ -1,7 +1,8 @@
 """The process behind :class:`fedprune.reproduce.shared_process.SharedProcess`: reads one
 ``fedprune`` command per line, runs it through :func:`fedprune.cli.main`, answers its exit
 status (the protocol is in :mod:`fedprune.reproduce.shared_process`). It imports the command
-line, which imports the runner, so the runner only starts it by name."""
+line, which imports the runner, so it sits above both, and the runner only starts it by
+name."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def main() -> int:
 
 
 def _entry() -> None:
-    """``python -m fedprune.reproduce.command_server``, as ``SharedProcess`` starts it."""
+    """``python -m fedprune.command_server``, as ``SharedProcess`` starts it."""
     from fedprune.cli import exit_with
     from fedprune.engine import interrupts
 
