@@ -78,7 +78,7 @@ FILE = "assigner"  # client<l>/assigner.tflite and assigner.json
 
 def is_assigner_run(run: FinishedRun) -> bool:
     """Whether ``run`` deploys an assigner (its manifest's kind). A Fed-HIRE, k-FED or
-    federated k-means run of an older version (no manifest) is a one-line
+    federated k-means run without a deploy manifest is a one-line
     :class:`DataError` that says what it holds and to train it again."""
     if "deploy" not in run.summary and run.method in CLUSTERING_METHODS:
         raise DataError(older_run(run.path, run.method))
@@ -86,7 +86,7 @@ def is_assigner_run(run: FinishedRun) -> bool:
 
 
 def older_run(path: Path, method: str) -> str:
-    """Why a clustering run of an older version has no assigner, and what to do."""
+    """Why a clustering run without a deploy manifest has no assigner, and what to do."""
     kept = sorted(p.name for p in Path(path).iterdir() if not p.name.startswith("."))
     return (
         f"{path}: this {method} run holds {', '.join(kept) or 'no files'} but no "

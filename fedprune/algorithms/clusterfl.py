@@ -19,8 +19,8 @@ updates with an auxiliary Omega = W and scaled duals U (penalty rho):
 
 rho = 5e-3, alpha = 1e-3, beta = 5e-4, K = 3 (the CA-AFP paper's Tables 5-6).
 
-Interpretations (the ClusterFL paper is not in ``shared/papers``; this follows its published
-formulation as summarized above): clients are sampled 10 per round as for every method, and
+Interpretations (this follows the ClusterFL paper's published formulation as summarized
+above): clients are sampled 10 per round as for every method, and
 the server steps use the latest W and U of all clients; the models start from the common
 initialization with Omega = W and U = 0, and the first Omega step treats all clients as one
 cluster (F from the first cluster step on); the deployed personal model of a client is its

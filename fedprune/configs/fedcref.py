@@ -6,7 +6,7 @@
 * :class:`FedCRefRunConfig`: one flat configuration holding both (what ``fedprune train
   fedcref`` builds; its fields are the two parts' fields, generated from them, so each field's
   default, help and rule is written once). :meth:`~FedCRefRunConfig.recorded` is the dict
-  ``config.json`` holds (as before this class existed).
+  ``config.json`` holds (the two parts' fields, flat).
 
 Your own data is a table ``.npz`` (keys ``x``, ``client_id``, optional ``y``;
 :mod:`fedprune.data.tables`): each client's vectors are taken as they are, ``--local-k``

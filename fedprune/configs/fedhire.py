@@ -1,6 +1,6 @@
 """The configurations of the one-shot clustering family on the 10 UCI tables: Fed-HIRE, its
 k-FED baseline and multi-round federated k-means. Defaults are the Fed-HIRE paper's §4.1 (η,
-k0 ratio 0.5 for FCPL and MCPL, L = 8 clients; ``../shared/papers/Fed-HIRE.txt``) and the
+k0 ratio 0.5 for FCPL and MCPL, L = 8 clients) and the
 readings of the package docstring.
 
 Each configuration class is the key of its clusterer in :data:`CLUSTERERS`, which the module

@@ -12,7 +12,7 @@ Two splits (``--split``):
   WISDM, clients with fewer than 10 windows are left out (none of the 36 users of our copy
   has fewer than 105). Consecutive windows overlap by 50 %, so only the one window pair at
   each class's 80 % boundary shares samples across the split.
-* ``random`` (older fedprune versions; kept so older runs resume and to measure the leak):
+* ``random`` (for run directories that recorded it, and to measure the leak):
   per class with n windows, seeded, ``n_test = round(test_fraction * n)`` (half rounds up)
   but at least 1 when ``n >= 2`` and at most ``n - 1``; a class with a single window goes to
   train. Windows overlap by 50 %, so most test windows share half their samples with a

@@ -9,11 +9,12 @@
   (at most 100 times, then a ConfigError). Every object lands in exactly one client. The
   classes are used only here and in the evaluation, never by the algorithm.
 * ``authors`` -- the authors' 8 client splits as row indices
-  (``fedprune/data/fedhire_author_splits.json``, copied from ``shared/fedhire``; its README:
-  "They were matched value by value after the authors' preprocessing: every feature z-scored
-  with the mean and the population standard deviation of the whole dataset"). Rows may repeat
-  and not every row is used. For Statlog Vehicle the README drops "row 752 (the first line of
-  xai.dat)", so a 846-row table loses that row first.
+  (``fedprune/data/fedhire_author_splits.json``: the splits the authors' public repository
+  ships, as row indices into the UCI files, found by matching them value by value after the
+  authors' preprocessing, every feature z-scored with the mean and the population standard
+  deviation of the whole dataset). Rows may repeat and not every row is used. For Statlog
+  Vehicle the splits leave out row 752 (the first line of ``xai.dat``), so a 846-row table
+  loses that row first.
 * Preprocessing -- both schemes z-score every feature with the whole dataset's mean and
   population std (``ddof=0``); a constant feature is only centred. The split keeps the
   table as read (``raw``), the z-score's constants (``mean``, ``scale``) and, where the

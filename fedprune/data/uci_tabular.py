@@ -1,9 +1,10 @@
 """The ten UCI tabular datasets of Fed-HIRE, read from their original files.
 
-Fed-HIRE (``shared/papers/Fed-HIRE.txt``, §4.1) clusters ten tables: "All real-world datasets
-are obtained from the UCI Machine Learning Repository (Dua and Graff, 2017). Detailed dataset
-statistics are shown in Table 2", whose caption reads "n, d, and k* indicate the number of
-objects, the number of features, and the true number of clusters, respectively".
+Fed-HIRE (Cai et al., "One-Shot Hierarchical Federated Clustering", §4.1) clusters ten tables:
+"All real-world datasets are obtained from the UCI Machine Learning Repository (Dua and Graff,
+2017). Detailed dataset statistics are shown in Table 2", whose caption reads "n, d, and k*
+indicate the number of objects, the number of features, and the true number of clusters,
+respectively".
 :func:`load_tabular` returns each as a :class:`TabularDataset`: float32 features (n, d) and
 int64 labels 0..k-1, the ground-truth clusters the clustering is scored against. Values are
 those of the files: no scaling, no shuffling; rows in file order, files in the order given
@@ -34,10 +35,9 @@ document that stands in for it where the ``.names`` file is not staged)
   the sheets hold 102 High rows, and 50 + 129 + 122 + 102 is its "Total:403".) Columns G-I
   hold free-text attribute descriptions and are not read.
 * ``statlog_vehicle`` - ``xaa.dat`` .. ``xai.dat`` (9 x 94 rows), space-separated: 18 integer
-  features, then the class name. vehicle.doc (UCI; not staged in shared/data, quoted from the
-  UCI page): "NUMBER OF CLASSES 4 OPEL, SAAB, BUS, VAN"; the files spell them in lower case
-  with a trailing space after the 3-letter names. Feature names follow vehicle.doc's list
-  (compactness .. hollows_ratio).
+  features, then the class name. vehicle.doc (quoted from the UCI page): "NUMBER OF CLASSES 4
+  OPEL, SAAB, BUS, VAN"; the files spell them in lower case with a trailing space after the
+  3-letter names. Feature names follow vehicle.doc's list (compactness .. hollows_ratio).
 * ``hcv_egypt`` - the CSV ``HCV-Egy-Data.csv`` inside the official ``HCV-Egy-Data.zip``,
   comma-separated with a header whose names carry trailing spaces (stripped here). The class
   is the last column, "Baselinehistological staging": the zip's Discretization-Criteria.csv
@@ -90,14 +90,13 @@ loader that takes the first row for a header loses exactly one). See ``TABLE_2_D
 
 Download checks
 ---------------
-A download is checked against the sha256 of ``shared/data/manifest.json`` where the manifest
-calls the staged copy a verbatim copy of the UCI file. It does not for twelve files, whose
-digest is therefore not enforced (``None``: the first download's digest is recorded and
-enforced afterwards, see :mod:`fedprune.data.sources`): the nine ``xa?.dat`` ("reconstructed
-(line endings only)", CRLF -> LF), ``sat.tst`` ("reconstructed (format only)") and the two
-``.xls`` files ("different copies differ in ~10-30 bytes of OLE metadata, so byte identity
-with the UCI download cannot be proven"). Refusing a genuine UCI download because it differs
-from a re-encoded copy would be wrong.
+A download is checked against the sha256 of the UCI file where the digest of a verbatim copy is
+known. It is not for twelve files, whose digest is therefore not enforced (``None``: the first
+download's digest is recorded and enforced afterwards, see :mod:`fedprune.data.sources`): the
+nine ``xa?.dat`` (the copies we checked were re-encoded, CRLF -> LF), ``sat.tst`` (its copy was
+reformatted) and the two ``.xls`` files (different copies differ in ~10-30 bytes of OLE
+metadata, so byte identity with the UCI download cannot be proven). Refusing a genuine UCI
+download because it differs from a re-encoded copy would be wrong.
 
 Bad input
 ---------

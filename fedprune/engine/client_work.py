@@ -36,8 +36,8 @@ E_k[g], so no client's model or gradient is visible to the server.
 Interpretation: the gradient is that of Eq. 5 over the client's whole training
 set, the mean cross entropy over all its examples plus the proximal term, **with dropout
 off**, computed in batches of ``STATISTICS_BATCH`` examples (for our clients, one or two).
-Older runs used the mean of the per-batch gradients at batch 32 with dropout on; that
-pass cost as many optimizer-free steps as a local epoch (1.40-1.57x a FedAvg round in
+The alternative, the mean of the per-batch gradients at batch 32 with dropout on, costs
+as many optimizer-free steps as a local epoch (1.40-1.57x a FedAvg round in
 ``make bench``). The paper does not say which; dropout's random units make the stochastic
 version a noisier estimate of the same gradient, and only this statistic needs the
 pre-training model (E_k[w], E_k[w²] come from the trained weights at no cost).

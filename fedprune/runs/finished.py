@@ -47,7 +47,8 @@ class FinishedRun:
 
     @property
     def deploy(self) -> DeployManifest:
-        """The run's deploy manifest (derived from ``config.json`` for older runs)."""
+        """The run's deploy manifest (derived from ``config.json`` where ``summary.json`` has
+        none)."""
         if "deploy" in self.summary:
             return DeployManifest.from_json(self.summary["deploy"], self.path / names.SUMMARY)
         return legacy_manifest(self.path, self.config)

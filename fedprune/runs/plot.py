@@ -1,11 +1,11 @@
 """``fedprune plot RUN...``: one PNG of runs' per-round curves, several runs overlaid.
 
-Read from each run's ``metrics.csv`` (so runs made before TensorBoard files existed plot
-too), one panel per kind of number the runs have, in this order: accuracy, loss, sparsity,
-communication, clusters (K, ARI, stability, communities). Where a round has one row per
-cluster, the curve is the mean over its clusters, weighted by their clients where the rows
-give ``clients`` (the per-cluster curves are in TensorBoard). The x axis is the round, or
-the iteration for methods that count iterations. Imports no TensorFlow.
+Read from each run's ``metrics.csv``, which every run directory holds, one panel per kind of
+number the runs have, in this order: accuracy, loss, sparsity, communication, clusters (K, ARI,
+stability, communities). Where a round has one row per cluster, the curve is the mean over its
+clusters, weighted by their clients where the rows give ``clients`` (the per-cluster curves are
+in TensorBoard). The x axis is the round, or the iteration for methods that count iterations.
+Imports no TensorFlow.
 
 A point that is not a finite number (a round or a value of ``inf`` / ``nan``, a step that is
 not a whole number, cluster rows whose ``clients`` sum to 0 or are not finite) is left out,

@@ -113,7 +113,7 @@ sentence it reads, then the choice (the module docstrings give details and optio
 
 Defaults. Algorithm 1 read literally (``--admission absolute_gain --em-space raw
 --stage1 every_round --update-reference start --merge-guard settled --warmup-rounds 0
---low-rank-layers output``, the defaults of older runs, ``configs.ascfl.ALGORITHM_1_LITERAL``)
+--low-rank-layers output``, ``configs.ascfl.ALGORITHM_1_LITERAL``)
 re-forms the clusters every round and never finds the rotation groups: MNIST α = 0.4, seed
 0, 87.45 % against CFL's 96.89 %, ARI 0.03. The defaults are the readings under which the
 clusters follow the rotations: ``retained_ratio`` admission (#6), EM and G_k on unit

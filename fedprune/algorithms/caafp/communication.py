@@ -105,8 +105,8 @@ class CommAccounts:
         return self.total_bytes(kind) / 1024**2
 
     def summary(self) -> dict[str, float | dict[str, float]]:
-        """The ``summary.json`` entries: totals and per-category figures in MB (10^6 bytes,
-        as fedprune has always reported) and Eq. 13 also in the paper's MiB."""
+        """The ``summary.json`` entries: totals and per-category figures in MB (10^6 bytes)
+        and Eq. 13 also in the paper's MiB."""
         return {
             "comm_mb_eq13": self.total_mb("eq13"),
             "comm_mb_payload": self.total_mb("payload"),

@@ -13,8 +13,7 @@ Interpretations (the paper is silent or inconsistent; all configurable):
   the last update. Magnitude (Eq. 9) is taken from the aggregated cluster model, coherence
   (Eq. 10) from the clients' trained models of that round, consistency (Eq. 11) and regrowth
   from gradients at the broadcast w_c ⊙ M_c: Eq. 5's gradient over each client's whole
-  training set with dropout off (:mod:`fedprune.engine.client_work`; older
-  runs used the mean of batch-32 gradients with dropout on).
+  training set with dropout off (:mod:`fedprune.engine.client_work`).
 * Start sparsity: Algorithm 1 starts dense (M = 1) while Tables 5-6 say "Start 70 %". Here
   ``start_sparsity`` > 0 prunes to it at the end of Phase-3 round 1 from that round's scores;
   default 0.7 as in the tables.
@@ -30,7 +29,7 @@ Interpretations (the paper is silent or inconsistent; all configurable):
 * The start pruning happens exactly once, at Phase-3 round 1 (the reached sparsity can be a
   hair under ``start_sparsity``: with blocks, and per weight when the count rounds down, as
   70 % of WISDM's 124,032 kernel weights does; later scoring rounds are schedule steps
-  regardless — before this was keyed to round 1, such runs re-pruned at every scoring round).
+  regardless).
 * ``structure="filters"`` (``--structure filters``, our extension): the same scores and
   schedule on whole filters and units (:mod:`fedprune.sparsity.structured`; the pipeline
   sets ``structured``): a unit scores the mean of its weights' Eq. 8 scores, and the start

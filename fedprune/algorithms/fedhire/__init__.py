@@ -1,5 +1,5 @@
 """Fed-HIRE (Cai, Yang, Lu, Li, Ji, Zhang, Cheung, "One-Shot Hierarchical Federated
-Clustering"; ``shared/papers/Fed-HIRE.txt``): the algorithm core as numpy, one concept per
+Clustering"): the algorithm core as numpy, one concept per
 module. No TensorFlow here: :func:`.algorithm.upload_payload` and
 :func:`.algorithm.server_step` are the seam where the one-shot upload becomes a TFF
 computation.
@@ -82,8 +82,8 @@ Every reading (sentence -> choice; the module docstrings give details):
 18. "k-means ... applied to each global cluster to generate several clusterlets ... randomly
     allocated" (§4.1): 4 clusterlets per class (not stated), uniform random clients, redrawn
     until every client has >= 2 objects; L = 8.
-19. Authors' splits (shared/fedhire/README.md): z-score with the population std of the whole
-    dataset (both partitions), Statlog Vehicle's row 752 dropped, duplicates kept.
+19. Authors' splits (:mod:`fedprune.data.table_partition`): z-score with the population std of
+    the whole dataset (both partitions), Statlog Vehicle's row 752 dropped, duplicates kept.
 20. "NMI (Strehl and Ghosh, 2002)": geometric normalisation; ACC by the Hungarian map.
 """
 

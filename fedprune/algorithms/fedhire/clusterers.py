@@ -1,6 +1,6 @@
 """The clusterers of the one-shot clustering family: Fed-HIRE (Cai, Yang, Lu, Li, Ji, Zhang,
-Cheung, "One-Shot Hierarchical Federated Clustering", ``../shared/papers/Fed-HIRE.txt``,
-Algorithm 2) and the two baselines beside it, k-FED and multi-round federated k-means.
+Cheung, "One-Shot Hierarchical Federated Clustering", Algorithm 2) and the two baselines beside
+it, k-FED and multi-round federated k-means.
 
 A clusterer takes each client's objects (one (n_l, d) float64 array per client, as
 :func:`.algorithm.check_client_data` returns them), the number of clusters ``k*`` and the

@@ -8,7 +8,7 @@ authors|paper``, :mod:`~fedprune.data.table_partition`), or given already split;
 clusterer labels every client's objects (Fed-HIRE: each client clusters its own objects by
 FCPL, the centroids go up and the clusterlet-to-cluster map comes down as TFF computations,
 and the server builds the hierarchy and the final clusters in between; Cai et al.,
-"One-Shot Hierarchical Federated Clustering", ``../shared/papers/Fed-HIRE.txt``);
+"One-Shot Hierarchical Federated Clustering");
 the labels are scored against the classes. :func:`run_fedhire` runs the clusterer registered
 for its configuration's class (:meth:`~fedprune.configs.fedhire.FedHireConfig.clusterer`).
 Labels enter only the paper partition (as the paper's) and the evaluation, never a

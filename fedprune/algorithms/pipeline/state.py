@@ -4,12 +4,12 @@ In the style of fedjax's ``ServerState``: the global model w (Phase 1, and the p
 w^(T0) of Eq. 5 afterwards), each client's cluster, each cluster's model w_c and mask M_c
 (Eq. 6-7), the communication accounts (Eq. 13 and encoded payload), and with ``--clusters
 auto`` how K was chosen (:class:`~fedprune.algorithms.caafp.choose_k.ClusterChoice`). The
-checkpoint keys are those fedprune has always written (``global``, ``assignment``,
-``cluster{c}_w``, ``cluster{c}_m``; accounts as scalars), so older run directories resume;
+checkpoint keys are ``global``, ``assignment``, ``cluster{c}_w``, ``cluster{c}_m``
+(accounts as scalars);
 a chosen K adds ``cluster_choice``: [K tried (int64), their mean silhouettes (float64),
 [threshold, K chosen] (float64)]; the split/merge passes of ``--recluster split-merge`` so far
 add ``reclusters`` (:func:`~fedprune.algorithms.pipeline.recluster.events_to_arrays`; absent
-before the first pass, so a run without passes writes what it always wrote). Their K is the
+before the first pass). Their K is the
 number of ``cluster{c}_w`` lists saved (:func:`saved_clusters`). What a checkpoint must be
 to be restored into a run is :meth:`PipelineState.schema` (and, for a chosen K,
 :meth:`PipelineState.check_chosen`).
