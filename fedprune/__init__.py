@@ -14,11 +14,13 @@ before fedprune, the variable can no longer act, and stacked training probes the
 falls back to one convolution per client with a one-line note
 (:mod:`fedprune.engine.stacked`).
 
-It also hides TensorFlow's C++ INFO lines (``TF_CPP_MIN_LOG_LEVEL=1``, unless the variable is
-set or TensorFlow is already imported): a training run from Python otherwise prints about a
-hundred of them (grappler's optimizer lines, the oneDNN banner); its warnings and
-errors still show. ``fedprune`` and ``edge-export`` go further (:mod:`fedprune.quiet`), unless
-``--verbose``.
+It also hides TensorFlow's C++ log lines (``TF_CPP_MIN_LOG_LEVEL=3``, unless the variable is
+set or TensorFlow is already imported), as ``fedprune`` and ``edge-export`` do unless
+``--verbose``: a CA-AFP run from Python otherwise printed about a hundred of them (grappler's
+optimizer lines, the oneDNN banner, CUDA factory and TF-TRT lines on a CPU machine). A run's
+``verbose=True`` lets them through where the run is the first to import TensorFlow
+(:mod:`fedprune.quiet`); ``TF_CPP_MIN_LOG_LEVEL=0`` set before importing fedprune keeps them
+all.
 
 At interpreter exit, where TFF was imported, fedprune releases TFF's execution contexts while
 the interpreter is still whole (:func:`fedprune.workers.execution.release_default_context`):
@@ -34,7 +36,7 @@ CHOSE_TF_LOG_LEVEL = "tensorflow" not in sys.modules and "TF_CPP_MIN_LOG_LEVEL" 
 if "tensorflow" not in sys.modules:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 if CHOSE_TF_LOG_LEVEL:
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
 
 def release_tff_at_exit() -> None:

@@ -430,7 +430,11 @@ def _train(args: argparse.Namespace) -> None:
             flush=True,
         )
     result = Trainer(method, config).run(
-        args.out, data_dir=args.data_dir, progress=not args.no_progress, workers=workers
+        args.out,
+        data_dir=args.data_dir,
+        progress=not args.no_progress,
+        workers=workers,
+        verbose=args.verbose,
     )
     _print_summary(result.summary, args)
 

@@ -1,6 +1,6 @@
-"""From Python, fedprune hides TensorFlow's C++ INFO lines (a CA-AFP run printed about a
-hundred: grappler's "Starting new session", the oneDNN banner) and keeps its warnings; a value
-you set is yours; the command lines go further unless ``--verbose``."""
+"""From Python, fedprune hides TensorFlow's C++ log lines as the command lines do (a CA-AFP run
+printed about a hundred: grappler's "Starting new session", the oneDNN banner); a value you
+set is yours; the command lines show them with ``--verbose``."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ def _levels(mode: str, **env: str) -> list[str]:
     return done.stdout.split()
 
 
-def test_importing_fedprune_hides_info_lines_and_a_command_decides_after():
-    assert _levels("quiet") == ["1", "3"]  # library default, then a command line's quiet
-    assert _levels("verbose") == ["1", "0"]  # --verbose: everything TensorFlow says
+def test_importing_fedprune_hides_native_lines_and_a_command_decides_after():
+    assert _levels("quiet") == ["3", "3"]  # library default, then a command line's quiet
+    assert _levels("verbose") == ["3", "0"]  # --verbose: everything TensorFlow says
 
 
 def test_a_level_you_set_is_kept():

@@ -4,7 +4,8 @@ run into a run directory. Every public builder (:mod:`fedprune.api.builders`) re
 
 :meth:`Trainer.run` takes the run directory's lock (a second process is refused before it
 touches anything, :mod:`fedprune.runs.lock`), places your data in it when you gave arrays
-(``dataset.npz``, so that the run resumes, fine-tunes and exports from its directory alone),
+(``dataset.npz``, so that the run resumes, fine-tunes and exports from its directory alone: a
+hard link to the one stored file of those arrays, :mod:`fedprune.data.user_store`),
 starts the TFF workers you asked for, and trains, resumes or returns the finished run. What a
 refused or failed start made is removed, so the corrected call is not blocked.
 """
@@ -26,11 +27,13 @@ from fedprune.configs.fields import Config, python_error
 from fedprune.data.tables import ClientTable, read_table_npz, write_table_npz
 from fedprune.data.user import read_npz, write_npz
 from fedprune.data.user_images import ImageClients, read_images_npz, write_images_npz
+from fedprune.data.user_store import place
 from fedprune.data.windows import WindowedDataset
 from fedprune.errors import ConfigError, DataError, FedpruneError
 from fedprune.methods import Method
 from fedprune.models.user import UserModel
 from fedprune.runs import names
+from fedprune.runs.files import write_json
 from fedprune.runs.finished import finished_as_configured
 from fedprune.runs.run_dir import check_out_dir, owned_run_dir
 
@@ -128,6 +131,7 @@ class Trainer:
         data_dir: str | os.PathLike | None = None,
         progress: bool = True,
         workers: Workers | None = Workers(),  # noqa: B008 (frozen, shared safely)
+        verbose: bool = False,
     ) -> Result:
         """Train (or resume, or return the finished) run in ``out``.
 
@@ -144,6 +148,15 @@ class Trainer:
             local worker, as ``fedprune train``; where the sandbox is unavailable this is
             refused before anything is made, unless ``Workers(unsafe_open=True)``). ``None``
             uses the TFF execution context you installed yourself.
+        verbose : bool
+            Let TensorFlow's own log lines through (C++ INFO and warning lines, Python
+            warnings). By default the run is as quiet as ``fedprune train`` without
+            ``--verbose``: fedprune's notes and progress bars only
+            (:func:`fedprune.quiet.quiet_run`; where TensorFlow was imported before
+            fedprune, its C++ lines are dropped from stderr while the run lasts).
+            TensorFlow reads its C++ level once, when first imported: ``verbose=True``
+            shows those lines only if this run imports it (or set
+            ``TF_CPP_MIN_LOG_LEVEL=0`` before importing fedprune).
 
         Returns
         -------
@@ -158,8 +171,11 @@ class Trainer:
             another run of this process trains: TFF's execution context is one per process),
             a :class:`DataError`, a :class:`~fedprune.workers.local.WorkerError`.
         """
+        from fedprune.quiet import quiet_run
+
         try:
-            return self._run(out, data_dir, progress, workers)
+            with quiet_run(verbose):
+                return self._run(out, data_dir, progress, workers)
         except FedpruneError as err:
             if self.spelling != "python":
                 raise
@@ -210,8 +226,10 @@ def _draw_curves(out: Path) -> None:
 def _placed_data(
     data: WindowedDataset | ImageClients | ClientTable | None, out: Path
 ) -> Iterator[Path | None]:
-    """``out/dataset.npz`` holding ``data`` (written unless the same data is there already);
-    removed again if the run fails before it started. ``None`` when no data was given."""
+    """``out/dataset.npz`` holding ``data`` (placed unless the same data is there already:
+    a hard link to the data's one file in the store, :mod:`fedprune.data.user_store`, with
+    ``out/dataset.json`` saying so); removed again if the run fails before it started.
+    ``None`` when no data was given."""
     if data is None:
         yield None
         return
@@ -226,13 +244,15 @@ def _placed_data(
                 "choose another out for the new data"
             )
         had = False  # a run that never started: its data file is replaced
+    record = out / names.USER_DATASET_RECORD
     if not had:
-        write(data, path)
+        write_json(record, {"file": names.USER_DATASET, **place(data, path, write)})
     try:
         yield path
     except BaseException:
         if not had and not any((out / name).exists() for name in names.STARTED):
             path.unlink(missing_ok=True)
+            record.unlink(missing_ok=True)
         raise
 
 
