@@ -23,6 +23,8 @@ file                          holds                                             
 ``assigner.npz``              what labels a new sample of each client (encoding)    one-shot
 ``model.json``                your own model's architecture (Keras ``to_json``)      your model
 ``dataset.npz``               your own data given to the Python API as arrays        your data
+                              (a hard link to its one copy in the store)
+``dataset.json``              that data's content hash and store file                your data
 ``tensorboard/``              TensorBoard event files of the metrics rows            every run
 ``curves.png``                the metrics rows as curves (``fedprune plot``)         ``train``
 ``tff-logs/``                 the TFF workers' logs                                  every run
@@ -50,6 +52,7 @@ WORKER_LOGS = "tff-logs"
 EVENTS = "tensorboard"
 MODEL_ARCHITECTURE = "model.json"
 USER_DATASET = "dataset.npz"
+USER_DATASET_RECORD = "dataset.json"
 
 STARTED = (CHECKPOINT, METRICS, SUMMARY)  # a run with any of these has trained a round
 
