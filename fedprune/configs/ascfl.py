@@ -303,6 +303,8 @@ class ClusteredImageConfig(Config):
         default run is not resumed as one."""
         recorded = super().recorded()
         recorded.pop("scale")
+        for name in self._partition_unused():  # your images: no partition was made
+            recorded.pop(name)
         if recorded["dataset_sha256"] is None:  # a built-in dataset's runs record none
             del recorded["dataset_sha256"]
         recorded.update(self._recorded_unused())

@@ -87,10 +87,13 @@ class FedHireConfig(Config):
 
     def recorded(self) -> dict:
         """``config.json``'s record: the SHA-256 only for your own file (a built-in table's
-        runs record none, as before it existed)."""
+        runs record none, as before it existed); for your own table, no partition and no
+        number of clients (it comes with its clients)."""
         record = dataclasses.asdict(self)
         if record["dataset_sha256"] is None:
             del record["dataset_sha256"]
+        if is_user_file(self.dataset):
+            del record["partition"], record["num_clients"]
         return record
 
     def unused_fields(self) -> frozenset[str]:

@@ -47,6 +47,7 @@ per ``out``, :mod:`fedprune.runs.lock`) is the caller's: :class:`fedprune.api.Tr
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,6 +59,7 @@ from fedprune.engine.loop import Algorithm, RoundsResult, run_algorithm
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel, resolve, write_architecture
 from fedprune.runs import RunDir, recorded_config
+from fedprune.runs.run_dir import recorded_own_files
 
 C = TypeVar("C")
 
@@ -123,9 +125,29 @@ def settled_file(config: C, out: Path) -> tuple[C, dict]:
     (:func:`fedprune.configs.protocol.settled_sha256`: a run there made from other bytes is
     refused) and its record, ``config.recorded()``: the :meth:`RunPlan.settle` of the
     families whose record does not depend on the directory otherwise."""
-    sha = settled_sha256(config, recorded_config(out))
+    previous = recorded_config(out)
+    sha = settled_sha256(config, previous)
     config = dataclasses.replace(config, dataset_sha256=sha)
-    return config, config.recorded()
+    record = config.recorded()
+    if previous is not None and _record_with_unused_fields(out, previous, record, config):
+        record = dict(previous)  # written before the fields your data has no use for were left out
+    return config, record
+
+
+def _record_with_unused_fields(
+    out: Path,
+    previous: Mapping,
+    record: Mapping,
+    config: Any,  # noqa: ANN401 (a configuration)
+) -> bool:
+    """Whether ``previous`` (the ``config.json`` in ``out``) is ``record`` plus fields
+    ``config`` does not use (a run of your data recorded before such fields were left out of
+    its record, ``alpha`` of a partition it never made): the same run, resumed as recorded."""
+    previous = recorded_own_files(out, previous)
+    record = json.loads(json.dumps(recorded_own_files(out, record)))  # tuples as lists
+    extra = set(previous) - set(record)
+    same = {k: previous.get(k) for k in record} == record
+    return bool(extra) and same and extra <= set(config.unused_fields())
 
 
 def har_model(

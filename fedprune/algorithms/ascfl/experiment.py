@@ -28,7 +28,7 @@ import numpy as np
 from fedprune.algorithms.ascfl import auto_clusters, compose, metrics, rules
 from fedprune.configs.ascfl import ClusteredImageConfig
 from fedprune.configs.har import AUTO
-from fedprune.configs.protocol import dataset_label
+from fedprune.configs.protocol import dataset_label, is_user_file
 from fedprune.data.registry import rotated_federation, rotated_images_recipe
 from fedprune.data.rotated_partition import RotatedFederatedData
 from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, settled_file
@@ -130,8 +130,12 @@ class ClusteredImagesRun(RunPlan[ClusteredImageConfig]):
         summary = {
             "method": config.method,
             "dataset": config.dataset,
-            "labels": config.labels,  # alpha applies to the Dirichlet label split only
-            "alpha": config.alpha,
+            # the partition's; your images were not partitioned
+            **(
+                {}
+                if is_user_file(config.dataset)
+                else {"labels": config.labels, "alpha": config.alpha}  # alpha: Dirichlet only
+            ),
             "seed": config.seed,
             "rounds": result.rounds,
             "final_acc": accs[-1],

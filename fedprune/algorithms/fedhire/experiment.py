@@ -62,11 +62,13 @@ def load_federation(
     (z-scored, :func:`~fedprune.data.table_partition.make_split`), the number of classes the
     table names (the default ``k*``) and the clients' own ids (``None``: clients 0 .. L-1).
     Your own ``.npz`` table (:mod:`fedprune.data.tables`) comes with its clients, in
-    ascending order of their ids, and is taken as it is (not z-scored); its number of
+    ascending order of their ids, and is taken as it is (not z-scored), each client's rows
+    being their row numbers in your table (``labels.npz``'s ``rows<l>``); its number of
     classes is that of the distinct ``y`` (``None`` without ``y``)."""
     if is_user_file(config.dataset):
         mine = read_table_npz(config.dataset)
-        split = FederatedSplit.from_clients(mine.client_x(), mine.client_y())
+        rows = [np.flatnonzero(mine.client == c) for c in mine.clients]
+        split = FederatedSplit(rows, mine.x, mine.y)
         classes = None if mine.y is None else int(np.unique(mine.y).size)
         return split, classes, tuple(int(c) for c in mine.clients)
     table = load_tabular(config.dataset, data_dir)
@@ -129,7 +131,7 @@ class ClusteringRun(RunPlan[FedHireConfig]):
         return {
             "method": config.method,
             "dataset": config.dataset,
-            "partition": config.partition,
+            **({} if is_user_file(config.dataset) else {"partition": config.partition}),
             "seed": config.seed,
             "clients": len(xs),
             **({} if self.ids is None else {"client_ids": list(self.ids)}),
