@@ -117,9 +117,10 @@ def _signature(thing: Callable) -> str:
     return f"({', '.join(words)})"
 
 
-def _documented(title: str, thing: Callable) -> Iterator[str]:
-    """A function or class: its signature and its docstring as a plain text block."""
-    yield f"### `{title}{_signature(thing)}`"
+def _documented(title: str, thing: Callable, prop: bool = False) -> Iterator[str]:
+    """A function or class (``prop``: a property's getter, shown without a call): its
+    signature and its docstring as a plain text block."""
+    yield f"### `{title}` (property)" if prop else f"### `{title}{_signature(thing)}`"
     yield ""
     yield "```text"
     yield from (inspect.getdoc(thing) or "").splitlines()
@@ -146,12 +147,14 @@ def page() -> str:
     lines += _documented("fp.Workers", fp.Workers)
     lines += ["## Results", ""]
     lines += _documented("fp.open_result", fp.open_result)
+    lines += _documented("fp.Result", fp.Result)
     for member, value in inspect.getmembers(fp.Result):
         if member.startswith("_"):
             continue
-        target = value.fget if isinstance(value, property) else value
-        if callable(target):
-            lines += _documented(f"Result.{member}", target)
+        if isinstance(value, property):
+            lines += _documented(f"Result.{member}", value.fget, prop=True)
+        elif callable(value):
+            lines += _documented(f"Result.{member}", value)
     lines += ["## Your data", ""]
     for name in (
         "from_arrays",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,18 +26,25 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Result:
-    """A finished run in ``path``.
+    """A finished run in ``path``: what :meth:`Trainer.run` returns, and
+    :func:`open_result` opens again later (from another process, or after the folder moved).
+    Every property and method reads the run's own files, so nothing is held in memory.
 
     Attributes
     ----------
     path : Path
         The run directory.
+    summary, config : dict
+        ``summary.json`` and ``config.json`` as read (JSON: every key a ``str``, client ids
+        and cluster numbers too, ``"25"`` for 25 fine-tuning epochs).
     """
 
     path: Path
 
     @property
     def run(self) -> FinishedRun:
+        """The run's files (:class:`fedprune.runs.finished.FinishedRun`): what the other
+        members read."""
         return open_finished(self.path)
 
     @property
@@ -50,8 +58,12 @@ class Result:
         return self.run.config
 
     def metrics(self) -> list[dict]:
-        """``metrics.csv``: one dict per row (round, and cluster where the method has them)."""
-        return self.run.metrics()
+        """``metrics.csv``: one dict per row (round, and cluster where the method has them),
+        keyed by the column names, each value typed: an ``int`` where the cell is a whole
+        number (``round``, ``cluster``, ``clients``), a ``float`` where it is another number
+        (``train_loss``, ``sparsity``, ``nan``), ``None`` where it is empty (a value the
+        row has not measured), else the ``str`` (``phase``)."""
+        return [{key: _typed(value) for key, value in row.items()} for row in self.run.metrics()]
 
     def weights(self, ft_epochs: int | None = None) -> dict[int, list[np.ndarray]]:
         """Each client's deployed weights, by client id: its personal model after
@@ -133,7 +145,23 @@ class Result:
         return {int(cid): a for cid, a in zip(ids, per_client)}
 
 
+def _typed(cell: str) -> int | float | str | None:
+    """A ``metrics.csv`` cell as the number it writes (``int`` for a whole number in
+    digits), ``None`` for an empty cell, else the text."""
+    if cell == "":
+        return None
+    if re.fullmatch(r"[+-]?[0-9]+", cell):
+        return int(cell)
+    try:
+        return float(cell)
+    except ValueError:
+        return cell
+
+
 def open_result(path: str | os.PathLike) -> Result:
-    """The finished run in ``path`` (a DataError if it is not one)."""
+    """The finished run in ``path`` as a :class:`Result` (the same as the one
+    :meth:`Trainer.run` returned); a :class:`DataError` naming what is missing if ``path`` is
+    not a finished fedprune run directory (no ``config.json``, or no ``summary.json`` yet:
+    run it, or resume it with the same call)."""
     open_finished(path)
     return Result(Path(path))

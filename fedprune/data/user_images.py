@@ -153,7 +153,12 @@ def images_from_client_data(
 ) -> ImageClients:
     """:func:`from_images` of a TFF ``ClientData`` whose elements hold an image under
     ``x_key`` (H, W) or (H, W, C) and its label under ``y_key``; clients in
-    ``client_data.client_ids`` order, numbered 0, 1, ..."""
+    ``client_data.client_ids`` order, numbered 0, 1, ...
+
+    ``x_key`` and ``y_key`` are the keys of each element (a mapping) that hold the image and
+    its integer label: ``"x"`` and ``"y"`` by default; TFF's EMNIST has ``"pixels"`` and
+    ``"label"``. Elements without them are one :class:`DataError` listing the keys they
+    have. ``proxy``, ``groups``, ``class_names`` and ``name`` are :func:`from_images`'."""
     xs, ys, owners = [], [], []
     for number, client in enumerate(client_data.client_ids):
         for element in client_data.create_tf_dataset_for_client(client).as_numpy_iterator():
