@@ -19,6 +19,16 @@ A study may also work on each run once it is trained (:attr:`Study.after_run`, e
 device study exports every run's models and measures them): called for every run directory
 of the grid after training, it skips what an earlier invocation finished, as training does,
 and what it returns reaches ``measure`` as the run summary's ``after_run``.
+
+How a study publishes its table is its own, within one pipeline (:func:`reproduce`): runs →
+``measure`` → means over seeds (:func:`collect`, with 95 % CIs for :attr:`Study.intervals`)
+→ the paper's values (:func:`join_paper`) → :attr:`Study.publish` (the row as published) →
+``NAME.csv`` (:attr:`Study.columns`), ``NAME.png`` (:attr:`Study.plot`), the markdown page
+(:attr:`Study.page`, by default :func:`default_page`: the command, seeds and training time,
+``body``, the claims, the data files) and further files (:attr:`Study.more_files`). Table 2
+and FedCRef keep the run folders, file names and page layout they had before they were
+Studies through these hooks (:attr:`Point.name`, :attr:`Study.runs`, :attr:`Study.files`,
+:attr:`Study.quick_files`), so their archived runs render the same tables byte for byte.
 """
 
 from __future__ import annotations
@@ -69,11 +79,17 @@ class Point:
     method: str
     args: tuple[str, ...]
     again: FineTuneAgain | None = None
+    # the run directory's name without ``-s<seed>`` where it is not derived from the method
+    # and arguments: runs named before their study was a Study, which other studies share
+    # (Table 2's ``fedchar-wisdm``, FedCRef's ``fedcref-mnist-d0.3``)
+    name: str = ""
 
     @property
     def stem(self) -> str:
-        """The run directory's name without the seed: the method and its arguments, so two
-        points with the same training share one directory."""
+        """The run directory's name without the seed: :attr:`name`, else the method and its
+        arguments, so two points with the same training share one directory."""
+        if self.name:
+            return self.name
         text = "_".join([self.method, *(a.lstrip("-") for a in self.args)])
         return re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")
 
@@ -98,7 +114,13 @@ class Study:
     e.g. one row per fine-tuning epoch count; a value is a number, ``None`` (not measured)
     or a text (e.g. the CPU a time was measured on). ``paper_columns`` maps a measured value to the
     column of ``paper_values/NAME_paper.csv`` that holds the paper's value, matched on the
-    label columns. ``claims(rows)`` and ``plot(rows, path)`` work on the aggregated rows.
+    label columns (a label may map to a text column: FedCRef's ``dataset`` to the paper's
+    name of the dataset). ``claims(rows)`` and ``plot(rows, path)`` work on the aggregated
+    rows; ``plot`` may be ``None`` (no ``NAME.png``).
+
+    The fields after ``after_run`` shape the outputs (module docstring); their defaults give
+    every study the same layout: runs in ``<out>/runs``, files ``NAME.*`` (``NAME_quick.*``
+    for ``--quick``), every column in the CSV, the :func:`default_page`.
     """
 
     name: str
@@ -109,7 +131,7 @@ class Study:
     measure: Callable[[dict], list[tuple[Labels, dict[str, float | str | None]]]]
     paper_columns: dict[str, str]
     claims: Callable[[list[dict]], list[Claim]]
-    plot: Callable[[list[dict], Path], None]
+    plot: Callable[[list[dict], Path], None] | None
     body: Callable[[list[dict]], list[str]]  # the markdown tables
     notes: tuple[str, ...] = ()
     quick_seeds: int = 1  # seeds of a --quick run (0, 1, ...)
@@ -124,6 +146,20 @@ class Study:
     # what an earlier invocation finished and returns what it measured, which ``measure``
     # finds in ``summary["after_run"]``
     after_run: Callable[[Path, str | None], dict] | None = None
+    runs: str = "runs"  # the folder under ``--out`` that holds the grid's run directories
+    files: str = ""  # the output files' stem (default: the name, "-" as "_")
+    quick_files: bool = True  # --quick writes ``<files>_quick.*``; False: the same names
+    # measured values that get ``NAME_ci``, the half-width of the 95 % Student's t interval
+    # of their mean over the seeds (:func:`fedprune.reproduce.intervals.mean_ci`)
+    intervals: tuple[str, ...] = ()
+    # ``publish(row)``: the row as the CSV and the page show it, from the row of means and
+    # paper values (e.g. renamed columns, or verdicts against the paper's intervals)
+    publish: Callable[[dict], dict] | None = None
+    columns: tuple[str, ...] = ()  # the CSV's columns, in order (default: every column)
+    # ``page(report)``: the markdown page's lines, in place of :func:`default_page`
+    page: Callable[[Report], list[str]] | None = None
+    # ``more_files(report)``: writes further files once the CSV, figure and page are written
+    more_files: Callable[[Report], None] | None = None
 
     @property
     def paper_csv(self) -> Path:
@@ -131,11 +167,40 @@ class Study:
 
     @property
     def file_stem(self) -> str:
-        return self.name.replace("-", "_")
+        return self.files or self.name.replace("-", "_")
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What one invocation of :func:`reproduce` made, for a study's :attr:`Study.page` and
+    :attr:`Study.more_files`: the published ``table``, where the outputs are (``out``,
+    ``stem``: the files' stem with ``_quick`` where it applies), the data ``files`` (path,
+    sha256), ``wall_s`` (this invocation: training and ``after_run``), ``runs_wall_s`` (the
+    runs' own wall times summed, each distinct run once) and ``checks`` (e.g.
+    :func:`again_agreement`)."""
+
+    study: Study
+    out: Path
+    stem: str
+    points: tuple[Point, ...]
+    seeds: tuple[int, ...]
+    quick: bool
+    table: list[dict]
+    files: tuple[tuple[str, str], ...]
+    wall_s: float
+    runs_wall_s: float
+    checks: tuple[Claim, ...] = ()
+
+    @property
+    def markdown(self) -> Path:
+        return self.out / f"{self.stem}.md"
+
+    def run_dir(self, point: Point, seed: int) -> Path:
+        return run_dir(self.out, self.study, point, seed)
 
 
 def run_dir(out: Path, study: Study, point: Point, seed: int) -> Path:
-    return out / "runs" / f"{point.stem}-s{seed}"
+    return out / study.runs / f"{point.stem}-s{seed}"
 
 
 def unique_points(points: Sequence[Point]) -> list[Point]:
@@ -190,7 +255,8 @@ def collect(
 ) -> list[dict]:
     """One row per point (and extra labels from ``measure``): every measured value's mean
     and population std over the seeds (``NAME``, ``NAME_std``; a text value: its distinct
-    texts joined by "; "), ``seeds`` and the runs' summed wall time ``wall_s``. ``after``:
+    texts joined by "; "; ``NAME_ci`` too for :attr:`Study.intervals`), ``seeds`` and the
+    runs' summed wall time ``wall_s``. ``after``:
     what :attr:`Study.after_run` returned per run directory (:func:`after_runs`), given to
     ``measure`` as the summary's ``after_run``."""
     rows: dict[Labels, dict] = {}
@@ -216,6 +282,10 @@ def collect(
                 continue
             entry[name] = float(np.mean(known)) if known else None
             entry[f"{name}_std"] = float(np.std(known)) if len(known) > 1 else None
+            if name in study.intervals:
+                from fedprune.reproduce.intervals import mean_ci
+
+                entry[f"{name}_ci"] = mean_ci(known)[1] if known else None
         entry["seeds"] = len(seeds)
         entry["wall_s"] = row["wall_s"]
         table.append(entry)
@@ -308,7 +378,8 @@ def read_paper(path: Path) -> list[dict]:
 
 def join_paper(study: Study, table: list[dict]) -> list[dict]:
     """Each row with ``paper_NAME`` and ``diff_NAME`` (ours − paper) for every measured value
-    the paper reports, matched on the label columns the paper's CSV has."""
+    the paper reports, matched on the label columns the paper's CSV has. A paper's value that
+    is not a number (a name) is kept as text, without a difference."""
     if not study.from_paper:  # a study of our own: no paper to compare with
         return table
     paper = read_paper(study.paper_csv)
@@ -320,15 +391,22 @@ def join_paper(study: Study, table: list[dict]) -> list[dict]:
                 match = p
                 break
         for ours, theirs in study.paper_columns.items():
-            value = _float(match.get(theirs)) if match else None
+            value = _paper_value(match.get(theirs)) if match else None
             row[f"paper_{ours}"] = value
             mine = row.get(ours)
-            row[f"diff_{ours}"] = None if value is None or mine is None else mine - value
+            numbers = isinstance(value, float) and isinstance(mine, int | float)
+            row[f"diff_{ours}"] = mine - value if numbers else None
     return table
 
 
-def _float(text: str | None) -> float | None:
-    return float(text) if text not in (None, "") else None
+def _paper_value(text: str | None) -> float | str | None:
+    """A cell of a paper's CSV: a number, a text (a name), or None where it is empty."""
+    if text in (None, ""):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def data_files(datasets: Sequence[str], data_dir: str | None) -> list[tuple[str, str]]:
@@ -366,10 +444,12 @@ def _cell(value: object, percent: bool) -> str:
     return f"{100 * value:.2f}" if percent else f"{value:.2f}"
 
 
-def write_csv(table: list[dict], path: Path) -> None:
-    columns = list(dict.fromkeys(k for row in table for k in row))
+def write_csv(table: list[dict], path: Path, columns: Sequence[str] = ()) -> None:
+    """The table as CSV: ``columns`` in order (other keys left out), by default every key of
+    the rows in order of appearance; ``None`` is an empty cell."""
+    columns = list(columns) or list(dict.fromkeys(k for row in table for k in row))
     with atomic_file(path, text=True) as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(table)
 
@@ -482,8 +562,31 @@ def write_markdown(
     wall_s: float,
     checks: Sequence[Claim] = (),
 ) -> None:
-    """``checks``: the run's own consistency checks (e.g. :func:`again_agreement`), listed
-    apart from the paper's claims."""
+    """The :func:`default_page` of ``table`` with ``body`` as its tables, written to ``path``;
+    ``checks``: the run's own consistency checks (e.g. :func:`again_agreement`), listed apart
+    from the paper's claims."""
+    report = Report(
+        study,
+        path.parent,
+        path.stem,
+        (),
+        tuple(seeds),
+        quick,
+        table,
+        tuple(files),
+        wall_s,
+        sum(r["wall_s"] for r in table),
+        tuple(checks),
+    )
+    write_text(path, "\n".join(default_page(report, body)) + "\n")
+
+
+def default_page(report: Report, body: Sequence[str] | None = None) -> list[str]:
+    """A study's markdown page: the title; the command, seeds and training time (the rows'
+    ``wall_s`` summed); the learning-curves figure where there is one; ``body`` (default:
+    ``study.body(table)``); the paper's claims on our numbers; the run's checks; the notes;
+    the data files' sha256."""
+    study, table, seeds, quick = report.study, report.table, report.seeds, report.quick
     runs_wall = sum(r["wall_s"] for r in table)
     claims = study.claims(table)
 
@@ -491,7 +594,7 @@ def write_markdown(
         verdict = "holds" if c.holds else "does not hold" if c.holds is False else "not checked"
         return f"* {c.text}: **{verdict}** ({c.evidence})"
 
-    lines = [
+    return [
         f"# {study.title}",
         "",
         f"`fedprune reproduce {study.name}{' --quick' if quick else ''}` "
@@ -499,25 +602,38 @@ def write_markdown(
         f"{', '.join(map(str, seeds))}"
         + (" (**--quick**: a smaller grid, see the docs page)" if quick else "")
         + f". Training: {runs_wall / 60:.1f} min summed over the runs' own wall times "
-        f"({wall_s / 60:.1f} min in this invocation, which skips finished runs).",
+        f"({report.wall_s / 60:.1f} min in this invocation, which skips finished runs).",
         "",
         *(
-            [f"Learning curves (per round, mean ± std over seeds): `{path.stem}_curves.png`.", ""]
+            [f"Learning curves (per round, mean ± std over seeds): `{report.stem}_curves.png`.", ""]
             if study.curves
             else []
         ),
-        *body,
+        *(study.body(table) if body is None else body),
         "",
         "## The paper's claims on our numbers" if study.from_paper else "## The goals",
         "",
         *map(bullet, claims),
-        *(["", "## Checks of this reproduction", "", *map(bullet, checks)] if checks else []),
+        *(
+            ["", "## Checks of this reproduction", "", *map(bullet, report.checks)]
+            if report.checks
+            else []
+        ),
         *(["", *study.notes] if study.notes else []),
         "",
         "Data files used:",
-        *[f"* `{p}` sha256 `{h}`" for p, h in files],
+        *[f"* `{p}` sha256 `{h}`" for p, h in report.files],
     ]
-    write_text(path, "\n".join(lines) + "\n")
+
+
+def runs_wall_time(study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path) -> float:
+    """The finished runs' own wall times (``summary.json``'s ``wall_s``) summed, each distinct
+    run directory once."""
+    return sum(
+        float(open_finished(run_dir(out, study, p, s)).summary.get("wall_s", 0.0))
+        for s in seeds
+        for p in unique_points(points)
+    )
 
 
 def reproduce(
@@ -530,7 +646,19 @@ def reproduce(
 ) -> Path:
     """Train what is missing, then write ``NAME.csv``, ``NAME.md`` and ``NAME.png`` (and
     ``NAME_curves.png`` for a study with learning curves) under ``out``; returns the
-    markdown's path."""
+    markdown's path (see :func:`produce`)."""
+    return produce(study, out, quick, seeds, data_dir, parallel).markdown
+
+
+def produce(
+    study: Study,
+    out: str | Path = "results",
+    quick: bool = False,
+    seeds: int | None = None,
+    data_dir: str | None = None,
+    parallel: int | str = 1,
+) -> Report:
+    """:func:`reproduce`, returning the :class:`Report` it wrote."""
     out = Path(out)
     seed_list = list(range(study.quick_seeds if quick else seeds or study.default_seeds))
     files = data_files(study.datasets, data_dir)  # fetches what is missing, else one line
@@ -539,9 +667,10 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     points = study.points(quick)
     if quick:
+        smaller = len(points) < len(study.points(False))
         print(
-            f"QUICK reproduction: seeds {', '.join(map(str, seed_list))} and a smaller grid "
-            f"({len(points)} points).",
+            f"QUICK reproduction: seeds {', '.join(map(str, seed_list))}"
+            + (f" and a smaller grid ({len(points)} points)." if smaller else "."),
             file=sys.stderr,
         )
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -551,22 +680,30 @@ def reproduce(
     after, after_wall = after_runs(study, points, seed_list, out, data_dir)
     wall += after_wall
     table = join_paper(study, collect(study, points, seed_list, out, after))
-    stem = study.file_stem + ("_quick" if quick else "")
-    write_csv(table, out / f"{stem}.csv")
-    study.plot(table, out / f"{stem}.png")
+    if study.publish is not None:
+        table = [study.publish(row) for row in table]
+    stem = study.file_stem + ("_quick" if quick and study.quick_files else "")
+    write_csv(table, out / f"{stem}.csv", study.columns)
+    if study.plot is not None:
+        study.plot(table, out / f"{stem}.png")
     if study.curves:
         curves = round_values(study, points, seed_list, out, study.curve_columns)
         study.curves(points, curves, out / f"{stem}_curves.png")
     agreement = again_agreement(study, points, seed_list, out)
-    write_markdown(
+    report = Report(
         study,
-        table,
-        out / f"{stem}.md",
-        study.body(table),
-        seed_list,
+        out,
+        stem,
+        tuple(points),
+        tuple(seed_list),
         quick,
-        files,
+        table,
+        tuple(files),
         wall,
-        checks=[agreement] if agreement else [],
+        runs_wall_time(study, points, seed_list, out),
+        (agreement,) if agreement else (),
     )
-    return out / f"{stem}.md"
+    write_text(report.markdown, "\n".join((study.page or default_page)(report)) + "\n")
+    if study.more_files is not None:
+        study.more_files(report)
+    return report
