@@ -3,32 +3,33 @@
 Rows: dirtiness 0, 0.3 and 0.5 on MNIST (stand-in for EMNIST-digits, which is not available
 here; MNIST has ~6,000 images per class instead of ~28,000), Fashion-MNIST (theta = 0.15 and
 30 epochs, as the paper does for it) and KMNIST (only its 10,000-image test split exists
-here, so S = 100 images per class and client instead of 500). Every (dataset, dirtiness,
-seed) is an ordinary ``fedprune train fedcref`` run directory under ``<out>/runs/``,
-resumable, run by :mod:`fedprune.reproduce.runner`. Outputs: ``fedcref_table.md``,
-``fedcref_table.csv`` (means and 95 % CIs over seeds next to the paper's means and CIs in
-``paper_values/fedcref_paper.csv``, :mod:`fedprune.reproduce.intervals`) and
-``fedcref_iterations.png`` (per-iteration curves like the paper's Figure 8).
+here, so S = 100 images per class and client instead of 500). A
+:class:`~fedprune.reproduce.study.Study`: every (dataset, dirtiness, seed) is an ordinary
+``fedprune train fedcref`` run directory ``fedcref-<dataset>-d<dirtiness>-s<seed>`` under
+``<out>/runs/``, resumable, run by :mod:`fedprune.reproduce.runner`. Outputs:
+``fedcref_table.md``, ``fedcref_table.csv`` (means and 95 % CIs over seeds next to the
+paper's means and CIs in ``paper_values/fedcref_paper.csv``,
+:mod:`fedprune.reproduce.intervals`) and ``fedcref_iterations.png`` (per-iteration curves
+like the paper's Figure 8), with or without ``--quick``.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 from pathlib import Path
 
-import numpy as np
-
-from fedprune.reproduce import runner
-from fedprune.reproduce.intervals import against, mean_ci
+from fedprune.reproduce import study as S
+from fedprune.reproduce.intervals import against
 from fedprune.runs import names
-from fedprune.runs.files import atomic_file, write_figure, write_text
 from fedprune.runs.finished import finished_summary
 from fedprune.runs.run_dir import read_metrics
 
-PAPER_VALUES = Path(__file__).resolve().parent / "paper_values" / "fedcref_paper.csv"
 DIRTINESS = (0.0, 0.3, 0.5)
 COMPARED = ("acc_final", "communities", "wrong_assoc_pct")  # with the paper's 95 % CI
+MEASURED = (
+    "acc_init", "acc_final", "communities", "true_categories", "wrong_assoc_pct",
+    "clusters_total", "isolated_start", "isolated_end", "iterations",
+)  # fmt: skip
 COLUMNS = (
     "dataset", "dirtiness", "seeds", "acc_init", "acc_final", "acc_final_std", "acc_final_ci",
     "communities", "communities_ci", "true_categories", "wrong_assoc_pct", "wrong_assoc_pct_ci",
@@ -55,62 +56,41 @@ SETTINGS = (
 )
 
 
-def run_dir(out: Path, setting: Setting, dirtiness: float, seed: int) -> Path:
-    return out / "runs" / f"fedcref-{setting.dataset}-d{dirtiness}-s{seed}"
+def points(quick: bool) -> list[S.Point]:
+    """Every setting at every dirtiness (the same with ``quick``: only the seeds differ)."""
+    return [
+        S.Point(
+            (("dataset", s.dataset), ("dirtiness", str(d))),
+            "fedcref",
+            ("--dataset", s.dataset, "--dirtiness", str(d), *s.args),
+            name=f"fedcref-{s.dataset}-d{d}",
+        )
+        for s in SETTINGS
+        for d in DIRTINESS
+    ]
 
 
-def jobs(out: Path, seeds: list[int], data_dir: str | None) -> list[runner.Job]:
-    todo = []
-    for seed in seeds:
-        for setting in SETTINGS:
-            for d in DIRTINESS:
-                target = run_dir(out, setting, d, seed)
-                args = ["--dataset", setting.dataset, "--dirtiness", str(d), "--seed", str(seed)]
-                args += [*setting.args, *(["--data-dir", data_dir] if data_dir else [])]
-                command = runner.train_command("fedcref", target, *args)
-                todo.append(
-                    runner.Job(f"fedcref {setting.dataset} d={d} seed {seed}", command, target)
-                )
-    return todo
+def measure(summary: dict) -> list[tuple[S.Labels, dict]]:
+    """The run's summary numbers; its wall time as ``run_wall_s`` (the table shows the mean
+    over seeds, the study's ``wall_s`` is their sum)."""
+    return [((), {**{k: summary[k] for k in MEASURED}, "run_wall_s": summary["wall_s"]})]
 
 
-def aggregate(out: Path, seeds: list[int]) -> list[dict]:
-    """One row per (dataset, dirtiness) over the finished seeds, with the paper's values: the
-    means, ACC's population std, and for :data:`COMPARED` our 95 % CI half-width (``_ci``,
-    ``None`` for one seed), the paper's (``paper_..._ci``) and where our mean falls against
-    the paper's interval (``_vs_paper``, :func:`fedprune.reproduce.intervals.against`)."""
-    with open(PAPER_VALUES, newline="") as f:
-        paper = {(r["dataset"], float(r["dirtiness"])): r for r in csv.DictReader(f)}
-    table = []
-    for setting in SETTINGS:
-        for d in DIRTINESS:
-            found = (finished_summary(run_dir(out, setting, d, s)) for s in seeds)
-            summaries = [summary for summary in found if summary is not None]
-            p = paper.get((setting.dataset, d), {})
-            row = {"dataset": setting.dataset, "dirtiness": d, "seeds": len(summaries)}
-            for key in (
-                "acc_init", "acc_final", "communities", "true_categories", "wrong_assoc_pct",
-                "clusters_total", "isolated_start", "isolated_end", "iterations", "wall_s",
-            ):  # fmt: skip
-                values = [s[key] for s in summaries]
-                row[key] = float(np.mean(values)) if values else None
-            accs = [s["acc_final"] for s in summaries]
-            row["acc_final_std"] = float(np.std(accs)) if accs else None
-            for key in ("acc_final", "communities", "wrong_assoc_pct", "isolated_start"):
-                row[f"paper_{key}"] = float(p[key]) if p else None
-            row["paper_isolated_end"] = float(p["isolated_end"]) if p else None
-            row["paper_dataset"] = p.get("paper_dataset", "")
-            for key in COMPARED:
-                values = [s[key] for s in summaries]
-                row[f"{key}_ci"] = mean_ci(values)[1] if values else None
-                row[f"paper_{key}_ci"] = float(p[f"{key}_ci"]) if p else None
-                row[f"{key}_vs_paper"] = (
-                    against(row[key], row[f"{key}_ci"], row[f"paper_{key}"], row[f"paper_{key}_ci"])
-                    if values and p
-                    else None
-                )
-            table.append(row)
-    return table
+def publish(row: dict) -> dict:
+    """A row of means with the paper's values: the mean wall time, ACC's population std (0
+    for one seed), and for :data:`COMPARED` where our mean falls against the paper's 95 %
+    interval (``_vs_paper``, :func:`fedprune.reproduce.intervals.against`)."""
+    row = {**row, "wall_s": row["run_wall_s"]}
+    if row["acc_final_std"] is None and row["acc_final"] is not None:
+        row["acc_final_std"] = 0.0
+    for key in COMPARED:
+        paper = row[f"paper_{key}"], row[f"paper_{key}_ci"]
+        row[f"{key}_vs_paper"] = (
+            against(row[key], row[f"{key}_ci"], *paper)
+            if row[key] is not None and None not in paper
+            else None
+        )
+    return row
 
 
 def _f(v: float | None, fmt: str) -> str:
@@ -131,19 +111,8 @@ def _compared(row: dict, key: str, fmt: str) -> str:
     return f"{ours} ({paper}){'' if verdict is None else f' {verdict}'}"
 
 
-def write_markdown(table: list[dict], path: Path, seeds: list[int], quick: bool) -> None:
+def body(table: list[dict]) -> list[str]:
     lines = [
-        "# FedCRef: Tables 5-6 of the paper on real data",
-        "",
-        f"Seeds: {', '.join(map(str, seeds))}{' (--quick: one seed)' if quick else ''}. "
-        "Ours: mean ± 95 % CI (Student's t) over the seeds; in brackets the paper's mean ± "
-        "95 % CI over five runs; then where our mean falls: in the paper's interval, outside "
-        "it but with overlapping intervals, above or below. MNIST stands in for "
-        "EMNIST-digits, KMNIST uses its test split with S = 100. Isolated clusters: ours after "
-        "the first association; the paper's start values equal its total number of clusters "
-        "(25 clients x 3.5), i.e. it counts them before any association (our total in "
-        "brackets).",
-        "",
         "| dataset (paper's) | dirtiness | runs | ACC init | ACC end (paper) | communities "
         "found (paper) / true | wrong assoc. % (paper) | isolated start -> end (paper) | "
         "iterations | wall s |",
@@ -151,7 +120,7 @@ def write_markdown(table: list[dict], path: Path, seeds: list[int], quick: bool)
     ]
     for r in table:
         lines.append(
-            f"| {r['dataset']} ({r['paper_dataset']}) | {r['dirtiness']} | {r['seeds']} | "
+            f"| {r['dataset']} ({r['paper_dataset'] or ''}) | {r['dirtiness']} | {r['seeds']} | "
             f"{_f(r['acc_init'], '.3f')} | {_compared(r, 'acc_final', '.3f')} | "
             f"{_compared(r, 'communities', '.1f')} / {_f(r['true_categories'], '.0f')} | "
             f"{_compared(r, 'wrong_assoc_pct', '.1f')} | "
@@ -160,14 +129,26 @@ def write_markdown(table: list[dict], path: Path, seeds: list[int], quick: bool)
             f"{_f(r['paper_isolated_end'], '.1f')}) | {_f(r['iterations'], '.1f')} | "
             f"{_f(r['wall_s'], '.0f')} |"
         )
-    write_text(path, "\n".join(lines) + "\n")
+    return lines
 
 
-def write_csv(table: list[dict], path: Path) -> None:
-    with atomic_file(path, text=True) as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(table)
+def page(report: S.Report) -> list[str]:
+    """The title, how to read the table (seeds, intervals, the stand-in datasets), the table."""
+    return [
+        f"# {report.study.title}",
+        "",
+        f"Seeds: {', '.join(map(str, report.seeds))}"
+        f"{' (--quick: one seed)' if report.quick else ''}. "
+        "Ours: mean ± 95 % CI (Student's t) over the seeds; in brackets the paper's mean ± "
+        "95 % CI over five runs; then where our mean falls: in the paper's interval, outside "
+        "it but with overlapping intervals, above or below. MNIST stands in for "
+        "EMNIST-digits, KMNIST uses its test split with S = 100. Isolated clusters: ours after "
+        "the first association; the paper's start values equal its total number of clusters "
+        "(25 clients x 3.5), i.e. it counts them before any association (our total in "
+        "brackets).",
+        "",
+        *body(report.table),
+    ]
 
 
 PANELS = (
@@ -177,6 +158,7 @@ PANELS = (
     ("isolated", "isolated clusters |I|"),
     ("active_clients", "active clients |A|"),
 )
+FIGURE = "fedcref_iterations.png"
 
 
 def iteration_series(run: Path) -> dict[str, tuple[list[int], list[float]]]:
@@ -192,31 +174,51 @@ def iteration_series(run: Path) -> dict[str, tuple[list[int], list[float]]]:
     return series
 
 
-def plot_iterations(out: Path, seeds: list[int], path: Path) -> None:
-    """Figure 8-like panels: communities, ACC, wrong associations, isolated clusters and
-    active clients per iteration, one line per (dataset, dirtiness), first seed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.4))
-    for setting in SETTINGS:
-        for d in DIRTINESS:
-            run = run_dir(out, setting, d, seeds[0])
+def plot_iterations(report: S.Report) -> None:
+    """Figure 8-like panels (``fedcref_iterations.png``): communities, ACC, wrong
+    associations, isolated clusters and active clients per iteration, one line per
+    (dataset, dirtiness), first seed."""
+    with S.figure(report.out / FIGURE, len(PANELS), figsize=(4 * len(PANELS), 3.4)) as (_, axes):
+        for p in report.points:
+            run = report.run_dir(p, report.seeds[0])
             if not (run / names.METRICS).exists():
                 continue
             series = iteration_series(run)
+            label = f"{p.label('dataset')} d={p.label('dirtiness')}"
             for ax, (key, _) in zip(axes, PANELS):
-                ax.plot(*series[key], marker="o", ms=3, label=f"{setting.dataset} d={d}")
-    for ax, (_, title) in zip(axes, PANELS):
-        ax.set_title(title)
-        ax.set_xlabel("iteration")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    write_figure(path, fig, dpi=120)
-    plt.close(fig)
+                ax.plot(*series[key], marker="o", ms=3, label=label)
+        for ax, (_, title) in zip(axes, PANELS):
+            ax.set_title(title)
+            ax.set_xlabel("iteration")
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=7)
+
+
+STUDY = S.Study(
+    name="fedcref",
+    title="FedCRef: Tables 5-6 of the paper on real data",
+    datasets=(),  # each run fetches its images; the table lists no data files
+    default_seeds=5,
+    points=points,
+    measure=measure,
+    # the paper's columns our rows also have are named here, so only the labels match rows;
+    # ``dataset`` takes the paper's name of the dataset (text)
+    paper_columns={
+        "dataset": "paper_dataset",
+        **{k: k for k in ("acc_init", "true_categories", "isolated_start", "isolated_end")},
+        **{k: k for key in COMPARED for k in (key, f"{key}_ci")},
+    },
+    claims=lambda table: [],
+    plot=None,
+    body=body,
+    files="fedcref_table",
+    quick_files=False,
+    intervals=COMPARED,
+    publish=publish,
+    columns=COLUMNS,
+    page=page,
+    more_files=plot_iterations,
+)
 
 
 def reproduce(
@@ -227,13 +229,5 @@ def reproduce(
     parallel: int | str = 1,
 ) -> str:
     """Train what is missing, then write the table and the plot; returns the markdown."""
-    out_path = Path(out)
-    seed_list = [0] if quick else list(range(seeds))
-    wall = runner.run_jobs(jobs(out_path, seed_list, data_dir), parallel)
-    table = aggregate(out_path, seed_list)
-    out_path.mkdir(parents=True, exist_ok=True)
-    write_csv(table, out_path / "fedcref_table.csv")
-    write_markdown(table, out_path / "fedcref_table.md", seed_list, quick)
-    plot_iterations(out_path, seed_list, out_path / "fedcref_iterations.png")
-    text = (out_path / "fedcref_table.md").read_text()
-    return text + f"\nwall time of this invocation: {wall:.0f} s\n"
+    report = S.produce(STUDY, out, quick, seeds, data_dir, parallel)
+    return report.markdown.read_text() + f"\nwall time of this invocation: {report.wall_s:.0f} s\n"

@@ -1,6 +1,9 @@
 """The reproduction studies on the shared runner (the CA-AFP robustness studies, AS-CFL,
 Fed-HIRE, fedprune's own studies) by command name (``fedprune reproduce NAME``), imported
-on use so ``--help`` stays fast."""
+on use so ``--help`` stays fast. ``reproduce table2`` and ``reproduce fedcref`` are
+:class:`~fedprune.reproduce.study.Study` objects too (:func:`fedprune.reproduce.table2.study`,
+:data:`fedprune.reproduce.fedcref.STUDY`), with commands of their own: Table 2 has one study
+per ``--split``."""
 
 from __future__ import annotations
 

@@ -1,30 +1,27 @@
 """``fedprune reproduce table2``: Table 2 of the CA-AFP paper on the real data.
 
-Every (method, dataset, seed) is an ordinary run directory under ``<out>/runs/`` (time-ordered
-split, the default) or ``<out>/runs-random/`` (``--split random``: the leaking split of older
-fedprune versions, kept to measure the leak), trained by a ``fedprune train`` subprocess;
-a finished run is never recomputed and an interrupted one resumes from its last round, so the
-whole reproduction resumes after an interruption. The
-table aggregates the runs over seeds, one line per (method, dataset, fine-tuning epochs), next
-to the paper's values (``paper_values/table2_paper.csv``), and a plot shows accuracy against
-communication.
+A :class:`~fedprune.reproduce.study.Study` per split: every (method, dataset, seed) is an
+ordinary run directory ``<row>-<dataset>-s<seed>`` under ``<out>/runs/`` (time-ordered split,
+the default) or ``<out>/runs-random/`` (``--split random``: the leaking split of older
+fedprune versions, kept to measure the leak), trained by a ``fedprune train`` subprocess; a
+finished run is never recomputed and an interrupted one resumes from its last round, so the
+whole reproduction resumes after an interruption. Other studies fine-tune or measure the
+same run directories (:data:`ROWS`, :func:`row_arguments`). The table aggregates the runs
+over seeds, one line per (method, dataset, fine-tuning epochs), next to the paper's values
+(``paper_values/table2_paper.csv``), and a plot shows accuracy against communication. Once
+both splits' tables exist, ``table2_leak.md`` gives their difference per cell.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import os
-import sys
+from functools import cache, partial
 from pathlib import Path
 
-import numpy as np
+from fedprune.reproduce import study as S
+from fedprune.runs.files import write_text
 
-from fedprune.reproduce import runner, study
-from fedprune.runs.files import atomic_file, write_figure, write_text
-from fedprune.runs.finished import finished_summary, open_finished
-
-PAPER_VALUES = Path(__file__).resolve().parent / "paper_values" / "table2_paper.csv"
 DATASETS = ("wisdm", "uci_har")
 FT_EPOCHS = (3, 25)
 
@@ -46,7 +43,6 @@ ROWS = (
     Row("caafp_0_0_50", "caafp", ("--phases", "0,0,50")),
     Row("caafp_15_15_20", "caafp", ("--phases", "15,15,20")),
 )
-MISSING: dict[str, str] = {}  # rows of the paper we cannot produce, with the reason
 COLUMNS = (
     "method",
     "dataset",
@@ -65,13 +61,10 @@ COLUMNS = (
 )
 
 
+SPLITS = ("time-ordered", "random")
 SPLIT_DIRS = {"time-ordered": "runs", "random": "runs-random"}
 SPLIT_SUFFIX = {"time-ordered": "", "random": "_random"}  # of table2{suffix}.md/.csv/.png
 LEAK = "table2_leak.md"  # written once both splits' tables exist
-
-
-def run_dir(out: Path, row: Row, dataset: str, seed: int, split: str = "time-ordered") -> Path:
-    return out / SPLIT_DIRS[split] / f"{row.name}-{dataset}-s{seed}"
 
 
 def row_arguments(row: Row, dataset: str, split: str = "time-ordered") -> tuple[str, ...]:
@@ -88,6 +81,22 @@ def row_arguments(row: Row, dataset: str, split: str = "time-ordered") -> tuple[
     )
 
 
+def point(row: Row, dataset: str, split: str = "time-ordered") -> S.Point:
+    """The study's point of ``row`` on ``dataset``: its run directories are named
+    ``<row>-<dataset>-s<seed>``, as other studies that share them expect (the split is a
+    label too, so that progress lines name it)."""
+    return S.Point(
+        (("method", row.name), ("dataset", dataset), ("split", split)),
+        row.method,
+        row_arguments(row, dataset, split),
+        name=f"{row.name}-{dataset}",
+    )
+
+
+def run_dir(out: Path, row: Row, dataset: str, seed: int, split: str = "time-ordered") -> Path:
+    return S.run_dir(Path(out), study(split), point(row, dataset, split), seed)
+
+
 def train_command(
     row: Row,
     dataset: str,
@@ -96,82 +105,14 @@ def train_command(
     data_dir: str | None,
     split: str = "time-ordered",
 ) -> list[str]:
-    args = [
-        *row_arguments(row, dataset, split),
-        "--seed",
-        str(seed),
-        *(["--data-dir", data_dir] if data_dir else []),
-    ]
-    target = run_dir(out, row, dataset, seed, split)
-    return list(runner.train_command(row.method, target, *args))
+    """The ``fedprune train`` command the study trains one run with."""
+    _, (job,) = S.jobs(study(split), [point(row, dataset, split)], [seed], Path(out), data_dir)
+    return list(job.command)
 
 
-def run_all(
-    out: Path,
-    seeds: list[int],
-    data_dir: str | None,
-    rows: tuple[Row, ...] = ROWS,
-    datasets: tuple[str, ...] = DATASETS,
-    jobs: int | str = 1,
-    split: str = "time-ordered",
-) -> float:
-    """Train every missing run (see :mod:`fedprune.reproduce.runner`); returns the wall time."""
-    todo = [
-        runner.Job(
-            f"{r.name} {d} seed {s}" + ("" if split == "time-ordered" else f" ({split} split)"),
-            tuple(train_command(r, d, s, out, data_dir, split)),
-            run_dir(out, r, d, s, split),
-        )
-        for s in seeds
-        for d in datasets
-        for r in rows
-    ]
-    return runner.run_jobs(todo, jobs)
-
-
-def paper_values(path: Path = PAPER_VALUES) -> dict[tuple[str, str, int], dict]:
-    with open(path, newline="") as f:
-        return {(r["method"], r["dataset"], int(r["ft_epochs"])): r for r in csv.DictReader(f)}
-
-
-def aggregate(
-    out: Path,
-    seeds: list[int],
-    rows: tuple[Row, ...] = ROWS,
-    datasets: tuple[str, ...] = DATASETS,
-    split: str = "time-ordered",
-) -> list[dict]:
-    """One dict per (method, dataset, ft_epochs), over the seeds whose runs finished."""
-    paper = paper_values()
-    table = []
-    for dataset in datasets:
-        for name in [r.name for r in rows] + list(MISSING):
-            row = next((r for r in rows if r.name == name), None)
-            summaries = []
-            if row is not None:
-                found = (finished_summary(run_dir(out, row, dataset, s, split)) for s in seeds)
-                summaries = [summary for summary in found if summary is not None]
-            for e in FT_EPOCHS:
-                p = paper.get((name, dataset, e), {})
-                accs = [s["finetune"][str(e)]["avg_acc"] for s in summaries]
-                entry = {
-                    "method": name,
-                    "dataset": dataset,
-                    "ft_epochs": e,
-                    "seeds": len(summaries),
-                    "avg_acc_mean": float(np.mean(accs)) if accs else None,
-                    "avg_acc_std": float(np.std(accs)) if accs else None,
-                    "fairness_mean": _mean([s["finetune"][str(e)]["fairness"] for s in summaries]),
-                    "comm_mib_eq13_paper": _mean([paper_eq13_mib(s) for s in summaries]),
-                    "comm_mb_eq13": _mean([s["comm_mb_eq13"] for s in summaries]),
-                    "comm_mb_payload": _mean([s["comm_mb_payload"] for s in summaries]),
-                    "sparsity": _mean([s["sparsity"] for s in summaries]),
-                    "paper_avg_acc": _float(p.get("avg_acc")),
-                    "paper_fairness": _float(p.get("fairness")),
-                    "paper_comm_mb": _float(p.get("comm_mb")),
-                }
-                table.append(entry)
-    return table
+def paper_values() -> list[dict]:
+    """The paper's Table 2 (``paper_values/table2_paper.csv``), one dict per cell."""
+    return S.read_paper(study().paper_csv)
 
 
 def paper_eq13_mib(summary: dict) -> float:
@@ -184,19 +125,47 @@ def paper_eq13_mib(summary: dict) -> float:
     return by_kind["models"] * 1e6 / 1024**2  # runs written before the MiB figures
 
 
-def _mean(values: list[float]) -> float | None:
-    return float(np.mean(values)) if values else None
+def measure(summary: dict) -> list[tuple[S.Labels, dict]]:
+    """One row per fine-tuning length; the communication and sparsity are the run's."""
+    run = {
+        "comm_mib_eq13_paper": paper_eq13_mib(summary),
+        "comm_mb_eq13": summary["comm_mb_eq13"],
+        "comm_mb_payload": summary["comm_mb_payload"],
+        "sparsity": summary["sparsity"],
+    }
+    return [
+        (
+            (("ft_epochs", str(e)),),
+            {
+                "avg_acc": summary["finetune"][str(e)]["avg_acc"],
+                "fairness": summary["finetune"][str(e)]["fairness"],
+                **run,
+            },
+        )
+        for e in FT_EPOCHS
+    ]
 
 
-def _float(text: str | None) -> float | None:
-    return float(text) if text not in (None, "") else None
-
-
-def write_csv(table: list[dict], path: Path) -> None:
-    with atomic_file(path, text=True) as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in table)
+def publish(row: dict) -> dict:
+    """The :data:`COLUMNS` of a row of means: ``_mean`` names, the population std of the
+    accuracy (0 for one seed) and the paper's values."""
+    std = row["avg_acc_std"]
+    return {
+        "method": row["method"],
+        "dataset": row["dataset"],
+        "ft_epochs": row["ft_epochs"],
+        "seeds": row["seeds"],
+        "avg_acc_mean": row["avg_acc"],
+        "avg_acc_std": 0.0 if std is None and row["avg_acc"] is not None else std,
+        "fairness_mean": row["fairness"],
+        "comm_mib_eq13_paper": row["comm_mib_eq13_paper"],
+        "comm_mb_eq13": row["comm_mb_eq13"],
+        "comm_mb_payload": row["comm_mb_payload"],
+        "sparsity": row["sparsity"],
+        "paper_avg_acc": row["paper_avg_acc"],
+        "paper_fairness": row["paper_fairness"],
+        "paper_comm_mb": row["paper_comm_mib_eq13_paper"],
+    }
 
 
 def _pct(v: float | None) -> str:
@@ -207,32 +176,8 @@ def _mb(v: float | None) -> str:
     return "—" if v is None else f"{v:.0f}"
 
 
-def write_markdown(
-    table: list[dict],
-    path: Path,
-    seeds: list[int],
-    quick: bool,
-    files: list[tuple[str, str]],
-    wall_s: float,
-    runs_wall_s: float,
-    split: str = "time-ordered",
-) -> None:
+def body(table: list[dict]) -> list[str]:
     lines = [
-        "# Table 2 of the CA-AFP paper, reproduced",
-        "",
-        f"Split: **{split}**"
-        + (
-            " (the first 80 % of each client's windows per class train, the last 20 % test)"
-            if split == "time-ordered"
-            else " (random per-class split: overlapping windows leak into the test set)"
-        )
-        + ".",
-        "",
-        f"Seeds: {', '.join(map(str, seeds))}"
-        + (" (**--quick: one seed only**)" if quick else "")
-        + f". Training time: {runs_wall_s / 60:.1f} min summed over the runs' own wall times "
-        f"({wall_s / 60:.1f} min in this invocation, which skips finished runs).",
-        "",
         "| method | dataset | FT | seeds | avg acc (ours) | paper | fairness (ours) | paper "
         "| comm Eq. 13 as the paper (MiB) | paper (MB) | all transfers, MB | payload MB "
         "| sparsity |",
@@ -249,28 +194,88 @@ def write_markdown(
             f"| {_mb(r['paper_comm_mb'])} | {_mb(r['comm_mb_eq13'])} "
             f"| {_mb(r['comm_mb_payload'])} | {_pct(r['sparsity'])} |"
         )
-    if MISSING:
-        lines += ["", "Missing rows:"] + [f"* {k}: {v}" for k, v in MISSING.items()]
-    lines += ["", "Data files used:"] + [f"* `{p}` sha256 `{h}`" for p, h in files]
-    lines += [
+    return lines
+
+
+COMMUNICATION = (
+    'Communication: "Eq. 13 as the paper" counts what Eq. 13 sums, the model downloads '
+    "and uploads of the training rounds at 4 bytes per non-zero parameter, in the paper's "
+    'unit (bytes / 1024², the paper\'s "MB"). "All transfers" adds the clustering '
+    "step (download and upload, every client) and CA-AFP's score statistics, in 10^6 "
+    "bytes; the payload is the encoded size (bitmask + values). docs/caafp.md compares "
+    "them with the paper per kind."
+)
+
+
+def page(report: S.Report, split: str) -> list[str]:
+    """Table 2's page: the split, the seeds and training time, the table, the data files and
+    how communication is counted."""
+    return [
+        f"# {report.study.title}",
         "",
-        'Communication: "Eq. 13 as the paper" counts what Eq. 13 sums, the model downloads '
-        "and uploads of the training rounds at 4 bytes per non-zero parameter, in the paper's "
-        'unit (bytes / 1024², the paper\'s "MB"). "All transfers" adds the clustering '
-        "step (download and upload, every client) and CA-AFP's score statistics, in 10^6 "
-        "bytes; the payload is the encoded size (bitmask + values). docs/caafp.md compares "
-        "them with the paper per kind.",
+        f"Split: **{split}**"
+        + (
+            " (the first 80 % of each client's windows per class train, the last 20 % test)"
+            if split == "time-ordered"
+            else " (random per-class split: overlapping windows leak into the test set)"
+        )
+        + ".",
+        "",
+        f"Seeds: {', '.join(map(str, report.seeds))}"
+        + (" (**--quick: one seed only**)" if report.quick else "")
+        + f". Training time: {report.runs_wall_s / 60:.1f} min summed over the runs' own wall "
+        f"times ({report.wall_s / 60:.1f} min in this invocation, which skips finished runs).",
+        "",
+        *body(report.table),
+        "",
+        "Data files used:",
+        *[f"* `{p}` sha256 `{h}`" for p, h in report.files],
+        "",
+        COMMUNICATION,
     ]
-    write_text(path, "\n".join(lines) + "\n")
+
+
+def plot(table: list[dict], path: Path) -> None:
+    """Accuracy (FT 25) against communication, ours filled, the paper's hollow."""
+    with S.figure(path, len(DATASETS), figsize=(11, 4.2)) as (_, axes):
+        import matplotlib.pyplot as plt
+
+        methods = sorted({r["method"] for r in table})
+        colors = dict(zip(methods, plt.cm.tab10.colors))
+        for ax, dataset in zip(axes, DATASETS):
+            for r in table:
+                if r["dataset"] != dataset or r["ft_epochs"] != str(max(FT_EPOCHS)):
+                    continue
+                c = colors[r["method"]]
+                if r["avg_acc_mean"] is not None:
+                    x = r["comm_mib_eq13_paper"]
+                    ax.scatter(x, 100 * r["avg_acc_mean"], color=c, label=r["method"])
+                if r["paper_avg_acc"] is not None:
+                    ax.scatter(
+                        r["paper_comm_mb"],
+                        100 * r["paper_avg_acc"],
+                        facecolors="none",
+                        edgecolors=c,
+                        label=f"{r['method']} (paper)",
+                    )
+            ax.set_title(f"{dataset}, fine-tuning {max(FT_EPOCHS)} epochs")
+            ax.set_xlabel("communication, Eq. 13 (MiB, the paper's MB)")
+            ax.set_ylabel("average client accuracy, %")
+            ax.grid(alpha=0.3)
+        axes[-1].legend(fontsize=7, loc="lower right")
 
 
 def read_csv(path: Path) -> list[dict]:
-    """The rows of a ``table2*.csv`` written by :func:`write_csv` (numbers as floats)."""
+    """The rows of a ``table2*.csv`` (numbers as floats, empty cells as None)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     return [
         {k: (v if k in ("method", "dataset") else _float(v)) for k, v in r.items()} for r in rows
     ]
+
+
+def _float(text: str) -> float | None:
+    return float(text) if text else None
 
 
 def write_leak(ordered: list[dict], leaking: list[dict], path: Path) -> None:
@@ -301,40 +306,41 @@ def write_leak(ordered: list[dict], leaking: list[dict], path: Path) -> None:
     write_text(path, "\n".join(lines) + "\n")
 
 
-def plot(table: list[dict], path: Path) -> None:
-    """Accuracy (FT 25) against communication, ours filled, the paper's hollow."""
-    import matplotlib
+def leak_once_both_exist(report: S.Report) -> None:
+    """``table2_leak.md`` from ``table2.csv`` and ``table2_random.csv`` where both exist."""
+    ordered, leaking = (report.out / f"table2{SPLIT_SUFFIX[s]}.csv" for s in SPLITS)
+    if ordered.exists() and leaking.exists():
+        write_leak(read_csv(ordered), read_csv(leaking), report.out / LEAK)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(DATASETS), figsize=(11, 4.2))
-    methods = sorted({r["method"] for r in table})
-    colors = dict(zip(methods, plt.cm.tab10.colors))
-    for ax, dataset in zip(axes, DATASETS):
-        for r in table:
-            if r["dataset"] != dataset or r["ft_epochs"] != max(FT_EPOCHS):
-                continue
-            c = colors[r["method"]]
-            if r["avg_acc_mean"] is not None:
-                x = r["comm_mib_eq13_paper"]
-                ax.scatter(x, 100 * r["avg_acc_mean"], color=c, label=r["method"])
-            if r["paper_avg_acc"] is not None:
-                ax.scatter(
-                    r["paper_comm_mb"],
-                    100 * r["paper_avg_acc"],
-                    facecolors="none",
-                    edgecolors=c,
-                    label=f"{r['method']} (paper)",
-                )
-        ax.set_title(f"{dataset}, fine-tuning {max(FT_EPOCHS)} epochs")
-        ax.set_xlabel("communication, Eq. 13 (MiB, the paper's MB)")
-        ax.set_ylabel("average client accuracy, %")
-        ax.grid(alpha=0.3)
-    axes[-1].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    write_figure(path, fig, dpi=120)
-    plt.close(fig)
+@cache
+def study(split: str = "time-ordered") -> S.Study:
+    """Table 2 on the ``split``: its runs in ``<out>/runs`` (``runs-random``), its files
+    ``table2.*`` (``table2_random.*``), with or without ``--quick``."""
+    return S.Study(
+        name="table2",
+        title="Table 2 of the CA-AFP paper, reproduced",
+        datasets=DATASETS,
+        default_seeds=5,
+        points=lambda quick: [point(r, d, split) for d in DATASETS for r in ROWS],
+        measure=measure,
+        paper_columns={
+            "avg_acc": "avg_acc",
+            "fairness": "fairness",
+            "comm_mib_eq13_paper": "comm_mb",
+            "sparsity": "sparsity",
+        },
+        claims=lambda table: [],
+        plot=plot,
+        body=body,
+        runs=SPLIT_DIRS[split],
+        files="table2" + SPLIT_SUFFIX[split],
+        quick_files=False,
+        publish=publish,
+        columns=COLUMNS,
+        page=partial(page, split=split),
+        more_files=leak_once_both_exist,
+    )
 
 
 def reproduce(
@@ -346,26 +352,5 @@ def reproduce(
     split: str = "time-ordered",
 ) -> Path:
     """Train what is missing, then write table2.csv, table2.md and table2.png under ``out``
-    (``table2_random.*`` for ``split="random"``)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    seed_list = [0] if quick else list(range(seeds))
-    if quick:
-        print("QUICK reproduction: one seed (0) per row; the paper averages five.", file=sys.stderr)
-    files = study.data_files(DATASETS, data_dir)  # fetches what is missing, else one line
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    wall = run_all(out, seed_list, data_dir, jobs=jobs, split=split)
-    table = aggregate(out, seed_list, split=split)
-    name = "table2" + SPLIT_SUFFIX[split]
-    write_csv(table, out / f"{name}.csv")
-    total = sum(
-        open_finished(run_dir(out, r, d, s, split)).summary["wall_s"]
-        for r in ROWS
-        for d in DATASETS
-        for s in seed_list
-    )
-    write_markdown(table, out / f"{name}.md", seed_list, quick, files, wall, total, split)
-    plot(table, out / f"{name}.png")
-    if (out / "table2.csv").exists() and (out / "table2_random.csv").exists():
-        write_leak(read_csv(out / "table2.csv"), read_csv(out / "table2_random.csv"), out / LEAK)
-    return out / f"{name}.md"
+    (``table2_random.*`` for ``split="random"``; ``table2_leak.md`` once both exist)."""
+    return S.reproduce(study(split), out, quick, seeds, data_dir, jobs)

@@ -21,7 +21,7 @@ import pytest
 
 from fedprune.cli import main
 from fedprune.data import sources
-from fedprune.reproduce import table2
+from fedprune.reproduce import runner, table2
 from tests.conftest import har_arrays, wisdm_text, write_uci_har
 
 
@@ -76,7 +76,7 @@ def test_reproduce_table2_fetches_both_datasets_before_training(served, tmp_path
             assert path.read_bytes() == (served / source.download.filename).read_bytes()
         raise _Trained
 
-    monkeypatch.setattr(table2, "run_all", before_training)
+    monkeypatch.setattr(runner, "run_jobs", before_training)
     with pytest.raises(_Trained):
         main(["reproduce", "table2", "--quick", "--data-dir", str(data), "--out", str(tmp_path)])
 
@@ -87,7 +87,7 @@ def test_a_download_that_does_not_match_its_checksum_stops_before_training(
     (served / sources.SOURCES["wisdm"].download.filename).write_bytes(b"not the archive")
     data = tmp_path / "data"
     data.mkdir()
-    monkeypatch.setattr(table2, "run_all", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(runner, "run_jobs", lambda *a, **k: pytest.fail("trained"))
     assert main(["reproduce", "table2", "--quick", "--data-dir", str(data)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(err) == 1 and "sha256" in err[0], err
