@@ -145,15 +145,27 @@ def uci_har_zip(tmp_path) -> Path:
     return write_uci_har(tmp_path, *har_arrays(), as_zip=True)
 
 
+def write_fixture_data(root: Path) -> Path:
+    """``root`` as a data dir with a small UCI-HAR zip (6 subjects, 6 windows per class) and a
+    WISDM raw file (3 users, 6 malformed lines)."""
+    (root / "uci_har").mkdir()
+    write_uci_har(root / "uci_har", *har_arrays(6, subjects=tuple(range(1, 7))), as_zip=True)
+    (root / "wisdm").mkdir()
+    (root / "wisdm" / wisdm.RAW_NAME).write_text(wisdm_text())
+    return root
+
+
 @pytest.fixture
 def fixture_data_dir(tmp_path) -> Path:
-    """A data dir with a small UCI-HAR zip (6 subjects, 6 windows per class) and a WISDM raw
-    file (3 users, 6 malformed lines)."""
-    (tmp_path / "uci_har").mkdir()
-    write_uci_har(tmp_path / "uci_har", *har_arrays(6, subjects=tuple(range(1, 7))), as_zip=True)
-    (tmp_path / "wisdm").mkdir()
-    (tmp_path / "wisdm" / wisdm.RAW_NAME).write_text(wisdm_text())
-    return tmp_path
+    """:func:`write_fixture_data` in the test's own folder."""
+    return write_fixture_data(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_data_dir(tmp_path_factory) -> Path:
+    """:func:`write_fixture_data` once for a test module, for module fixtures (a run several
+    tests read): the tests must only read it."""
+    return write_fixture_data(tmp_path_factory.mktemp("data"))
 
 
 def damage_zip_member(path: Path, member: str) -> None:
@@ -204,3 +216,4 @@ def small_disk(tmp_path) -> Iterator[Callable[[int], Path]]:
     yield make
     for folder in mounted:
         subprocess.run(["umount", "-l", str(folder)], check=True)
+

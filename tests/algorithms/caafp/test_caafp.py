@@ -25,10 +25,15 @@ SETTINGS = dict(
 CONFIG = CAAFPConfig("uci_har", **SETTINGS)
 
 
-def test_run_reaches_target_and_personal_models_respect_masks(
-    tff_context, tmp_path, fixture_data_dir
-):
-    summary = run_caafp(CONFIG, tmp_path / "run", fixture_data_dir, progress=False)
+@pytest.fixture(scope="module")
+def full_run(tff_context, tmp_path_factory, module_data_dir):
+    """``CONFIG`` run once, uninterrupted, for the tests that read it: (summary, run folder)."""
+    run = tmp_path_factory.mktemp("caafp") / "run"
+    return run_caafp(CONFIG, run, module_data_dir, progress=False), run
+
+
+def test_run_reaches_target_and_personal_models_respect_masks(full_run):
+    summary, run = full_run
     assert (summary["method"], summary["dataset"], summary["seed"]) == ("caafp", "uci_har", 0)
     assert summary["params"] == 89_254 and summary["num_clients"] == 6
     assert summary["sparsity"] == pytest.approx(0.7, abs=0.01)
@@ -44,7 +49,6 @@ def test_run_reaches_target_and_personal_models_respect_masks(
         assert len(client_acc) == 6
         assert result["avg_acc"] == pytest.approx(np.mean(client_acc))
         assert result["fairness"] == pytest.approx(np.std(client_acc))  # population std
-    run = tmp_path / "run"
     clusters = json.loads((run / "clusters.json").read_text())
     assert sorted(clusters) == [str(i) for i in range(1, 7)]
     masks = np.load(run / "masks.npz")
@@ -82,17 +86,17 @@ def test_prune_layers_dense_only(tff_context, tmp_path, fixture_data_dir):
     assert summary["sparsity"] == pytest.approx(0.7 * share, abs=1e-3)
 
 
-def test_resume_equals_uninterrupted(tff_context, tmp_path, fixture_data_dir, monkeypatch):
-    full = run_caafp(CONFIG, tmp_path / "full", fixture_data_dir, progress=False)
+def test_resume_equals_uninterrupted(full_run, tmp_path, module_data_dir, monkeypatch):
+    full, full_dir = full_run
     interrupted(  # inside Phase 3, after the first mask update
         monkeypatch,
-        lambda: run_caafp(CONFIG, tmp_path / "resumed", fixture_data_dir, progress=False),
+        lambda: run_caafp(CONFIG, tmp_path / "resumed", module_data_dir, progress=False),
         after_round=4,
     )
-    resumed = run_caafp(CONFIG, tmp_path / "resumed", fixture_data_dir, progress=False)
+    resumed = run_caafp(CONFIG, tmp_path / "resumed", module_data_dir, progress=False)
     for key in ("finetune", "sparsity", "comm_mb_eq13", "comm_mb_payload", "clusters"):
         assert resumed[key] == full[key], key
-    a = np.load(tmp_path / "full" / "masks.npz")
+    a = np.load(full_dir / "masks.npz")
     b = np.load(tmp_path / "resumed" / "masks.npz")
     assert all(np.array_equal(a[k], b[k]) for k in a.files)
 
