@@ -217,3 +217,42 @@ def small_disk(tmp_path) -> Iterator[Callable[[int], Path]]:
     for folder in mounted:
         subprocess.run(["umount", "-l", str(folder)], check=True)
 
+
+# Test files of a minute or more on the 2-core CI machine, heaviest first (measured with
+# `pytest --durations`). `make test` runs the suite with pytest-xdist's `--dist loadfile`: each
+# file goes whole to one process, and xdist hands them out in order of their number of tests,
+# so a file of a few long tests came last and kept one process busy long after the other was
+# done. These go first instead; the many short files then fill in behind them, and the two
+# processes finish together. A file missing here only runs later; a renamed one, the same.
+HEAVIEST_FILES = (
+    "tests/edge_export/test_cortex_m.py",  # cold TFLM libraries for the host and a Cortex-M4
+    "tests/test_interrupt.py",  # fedprune processes: interrupted, resumed and straight runs
+    "tests/algorithms/caafp/test_caafp.py",
+    "tests/edge_export/test_export.py",  # the every-format export (shared with others)
+    "tests/algorithms/caafp/test_recluster.py",
+    "tests/edge_export/test_micro_project.py",
+    "tests/edge_export/test_qat.py",
+    "tests/edge_export/test_micro_float_head.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: plain `pytest` runs without xdist too
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with :data:`HEAVIEST_FILES` handed out first (then xdist's order)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeaviestFirst(LoadFileScheduling):
+        ordered = False
+
+        def _assign_work_unit(self, node):
+            if not self.ordered:  # the queue is complete before the first file is handed out
+                rank = {name: i for i, name in enumerate(HEAVIEST_FILES)}
+                queue = sorted(self.workqueue.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+                self.workqueue.clear()
+                self.workqueue.update(queue)
+                self.ordered = True
+            super()._assign_work_unit(node)
+
+    return HeaviestFirst(config, log)
