@@ -48,13 +48,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from fedprune.engine import local_loop
+from fedprune.engine import local_loop, step_noise
 from fedprune.engine.objectives import local_loss, proximal_objective, proximal_term
+
+if TYPE_CHECKING:
+    from fedprune.models.spec import ModelSpec
 
 STATISTICS_BATCH = 1024
 
@@ -191,6 +195,23 @@ def build_client_update(
         return client_result, result
 
     return client_update
+
+
+def seeded_client_update(
+    spec: ModelSpec, training: LocalTraining
+) -> tuple[tff.Type, tff.Type, tff.Computation]:
+    """``spec``'s weights type, its clients' data type and the client computation of
+    ``training`` on its model (:func:`build_client_update`), traced with ``spec.seed`` as
+    TF's global seed: the graph-level seed of the clients' dropout streams, set as
+    :func:`fedprune.engine.process.build_learning_process` sets it, so that the clients'
+    dropout streams are the same as there whatever ran before."""
+    tf.keras.utils.set_random_seed(spec.seed)
+    model_fn = step_noise.variable_model_fn(spec)
+    with tf.Graph().as_default():
+        probe = model_fn()
+        weights_type = tff.learning.models.weights_type_from_model(probe)
+        data_type = local_loop.data_type(probe.input_spec)
+    return weights_type, data_type, build_client_update(model_fn, training, weights_type, data_type)
 
 
 def build_local_training(

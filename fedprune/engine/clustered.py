@@ -34,8 +34,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
-from fedprune.engine import local_loop, step_noise
-from fedprune.engine.client_work import LocalTraining, build_client_update
+from fedprune.engine import local_loop
+from fedprune.engine.client_work import LocalTraining, seeded_client_update
 from fedprune.engine.datasets import round_seed
 from fedprune.engine.rounds import call_interruptibly, check_finite
 from fedprune.models.spec import ModelSpec
@@ -49,15 +49,9 @@ def build_clustered_round(
     spec: ModelSpec, training: LocalTraining, clusters: int
 ) -> tff.Computation:
     """One round of all ``clusters`` clusters; see the module docstring. Traced with
-    ``spec.seed`` as TF's global seed, as :func:`fedprune.engine.process.build_learning_process`
-    does, so that the clients' dropout streams are the same as there."""
-    tf.keras.utils.set_random_seed(spec.seed)
-    model_fn = step_noise.variable_model_fn(spec)
-    with tf.Graph().as_default():
-        probe = model_fn()
-        weights_type = tff.learning.models.weights_type_from_model(probe)
-        data_type = local_loop.data_type(probe.input_spec)
-    client_update = build_client_update(model_fn, training, weights_type, data_type)
+    ``spec.seed`` as TF's global seed
+    (:func:`~fedprune.engine.client_work.seeded_client_update`)."""
+    weights_type, data_type, client_update = seeded_client_update(spec, training)
     tensors = list(weights_type.trainable)
     stacked = [_stacked(t, clusters) for t in tensors]
     server = collections.OrderedDict(weights=stacked)

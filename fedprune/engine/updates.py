@@ -10,12 +10,11 @@ import collections
 from collections.abc import Sequence
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
 
 from fedprune.data.partition import ClientData
-from fedprune.engine import local_loop, step_noise
-from fedprune.engine.client_work import LocalTraining, build_client_update
+from fedprune.engine import local_loop
+from fedprune.engine.client_work import LocalTraining, seeded_client_update
 from fedprune.engine.datasets import round_seed
 from fedprune.engine.rounds import TrainingDiverged
 from fedprune.models.spec import ModelSpec
@@ -25,13 +24,7 @@ def build_update_computation(spec: ModelSpec, training: LocalTraining) -> tff.Co
     """(weights@SERVER, data@CLIENTS) -> Δw_k@CLIENTS with Δw_k = w_k - w (Eq. 3)."""
     if training.masked or training.prox > 0:
         raise ValueError("the clustering step trains plainly (no mask, no proximal term)")
-    tf.keras.utils.set_random_seed(spec.seed)  # graph-level seed: see build_learning_process
-    model_fn = step_noise.variable_model_fn(spec)
-    with tf.Graph().as_default():
-        probe = model_fn()
-        weights_type = tff.learning.models.weights_type_from_model(probe)
-        data_type = local_loop.data_type(probe.input_spec)
-    client_update = build_client_update(model_fn, training, weights_type, data_type)
+    weights_type, data_type, client_update = seeded_client_update(spec, training)
 
     @tff.tensorflow.computation(client_update.type_signature.result[0].update)
     def negate(update):  # noqa: ANN001 (traced by TFF)
