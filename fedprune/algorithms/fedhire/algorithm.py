@@ -54,22 +54,13 @@ from fedprune.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
-class FedHireParams:
-    """Every knob of :func:`fed_hire` (defaults: §4.1 and the module docstrings)."""
+class FedHireParams(CplParams):
+    """Every knob of :func:`fed_hire` (defaults: §4.1 and the module docstrings): the CPL
+    parameters the clients' FCPL runs with (:class:`.cpl.CplParams`, checked there) and the
+    server's and hierarchy's own."""
 
-    eta: float = 0.05
-    k0_ratio: float = 0.5
     server_k0_ratio: float | None = None  # None: k0_ratio (§4.1 uses 0.5 for both)
-    eliminate_below: float = 0.01
-    similarity: str = "gaussian"
-    norm: str = "weighted"
-    penalty: str = "similarity"
-    update: str = "sequential"
-    beta: str = "sqrt"
     hellinger: str = "literal"
-    stop: str = "assignments"
-    max_epochs: int = 300
-    weight: str = "shifted"
     max_levels: int = 50
     max_kmodes_iter: int = 100
     max_attempts: int = 10
@@ -78,7 +69,7 @@ class FedHireParams:
     local_k: int | None = None
 
     def __post_init__(self) -> None:
-        self.client_cpl()
+        self.client_cpl()  # CplParams checks the CPL fields
         self.server_cpl()
         check_choice("hellinger", self.hellinger, HELLINGERS)
         check_count("max_levels", self.max_levels)
@@ -90,19 +81,8 @@ class FedHireParams:
             check_count("local_k", self.local_k)
 
     def client_cpl(self) -> CplParams:
-        return CplParams(
-            self.eta,
-            self.k0_ratio,
-            self.eliminate_below,
-            self.similarity,
-            self.norm,
-            self.update,
-            self.beta,
-            self.penalty,
-            self.stop,
-            self.max_epochs,
-            self.weight,
-        )
+        """The clients' FCPL parameters: this object's fields of :class:`.cpl.CplParams`."""
+        return CplParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(CplParams)})
 
     def server_cpl(self) -> CplParams:
         ratio = self.k0_ratio if self.server_k0_ratio is None else self.server_k0_ratio

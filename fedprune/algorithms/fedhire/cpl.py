@@ -390,21 +390,39 @@ def _sequential_epoch_compiled(
             if score[j] > score[v]:
                 v = j
         labels[i] = v
-        w_raw[v] += eta
-        weight[v] = 1.0 / (1.0 + math.exp(min(-10.0 * w_raw[v] + offset, 700.0)))
+        r = -1
         if k > 1:
             r = 1 if v == 0 else 0
             for j in range(k):
                 if j != v and score[j] > score[r]:
                     r = j
-            if score_ratio:
-                w_raw[r] -= eta * score[r] / max(score[v], _EPS)
-            else:
-                w_raw[r] -= eta * pen[i, r] / max(pen[i, v], _EPS)
-            weight[r] = 1.0 / (1.0 + math.exp(min(-10.0 * w_raw[r] + offset, 700.0)))
+        ratio_of = score if score_ratio else pen[i]
+        _reward_and_penalize(w_raw, weight, v, r, ratio_of[r], ratio_of[v], eta, offset)
         wins[v] += 1
         total += 1.0
     return labels
+
+
+@numba.njit(cache=True, nogil=True)
+def _reward_and_penalize(
+    w_raw: np.ndarray,
+    weight: np.ndarray,
+    v: int,
+    r: int,
+    rival_value: float,
+    winner_value: float,
+    eta: float,
+    offset: float,
+) -> None:
+    """Eq. 8-9 for one object, in place: the winner ``v``'s raw weight gains ``eta``, the
+    rival ``r``'s (``r < 0``: none) loses ``eta * rival_value / winner_value`` (the ratio of
+    Eq. 9); Eq. 10 renews both weights. Compiled, so that the sequential epoch's compiled
+    loop and its Python reference run the same arithmetic."""
+    w_raw[v] += eta
+    weight[v] = 1.0 / (1.0 + math.exp(min(-10.0 * w_raw[v] + offset, 700.0)))
+    if r >= 0:
+        w_raw[r] -= eta * rival_value / max(winner_value, _EPS)
+        weight[r] = 1.0 / (1.0 + math.exp(min(-10.0 * w_raw[r] + offset, 700.0)))
 
 
 def _sequential_epoch_reference(
@@ -436,17 +454,10 @@ def _sequential_epoch_reference(
         score = gamma * weight * row
         v = int(np.argmax(score))
         labels[i] = v
-        w_raw[v] += eta
-        weight[v] = 1.0 / (1.0 + math.exp(min(-10.0 * w_raw[v] + offset, 700.0)))
-        if k > 1:
-            s_v = score[v]
-            score[v] = -np.inf
-            r = int(np.argmax(score))
-            if score_ratio:
-                w_raw[r] -= eta * score[r] / max(s_v, _EPS)
-            else:
-                w_raw[r] -= eta * pen[i, r] / max(pen[i, v], _EPS)
-            weight[r] = 1.0 / (1.0 + math.exp(min(-10.0 * w_raw[r] + offset, 700.0)))
+        ratio_of = score.copy() if score_ratio else pen[i]
+        score[v] = -np.inf
+        r = int(np.argmax(score)) if k > 1 else -1
+        _reward_and_penalize(w_raw, weight, v, r, ratio_of[r], ratio_of[v], eta, offset)
         wins[v] += 1
         total += 1.0
     return labels
