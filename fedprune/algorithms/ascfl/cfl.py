@@ -41,6 +41,7 @@ from fedprune.algorithms.ascfl._arrays import (
     update_matrix,
     weights_from_sizes,
 )
+from fedprune.algorithms.ascfl.similarity import cosine_similarity_matrix
 from fedprune.errors import ConfigError
 
 Linkage = Literal["single", "complete"]
@@ -148,11 +149,7 @@ def cfl_split(
     )
     if not criterion.split:
         return CflSplit(criterion, None, None)
-    x = update_matrix(updates, client_ids)
-    check_nonzero(x, client_ids)
-    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-    s = np.clip(unit @ unit.T, -1.0, 1.0)
-    s = (s + s.T) / 2
+    s = cosine_similarity_matrix(updates, client_ids)
     first, second = optimal_bipartition(s, linkage)
     return CflSplit(criterion, (first, second), max_cross_similarity(s, first, second))
 

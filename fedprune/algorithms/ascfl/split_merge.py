@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -83,6 +83,7 @@ from fedprune.algorithms.ascfl._arrays import (
     update_matrix,
     weights_from_sizes,
 )
+from fedprune.algorithms.ascfl.similarity import cosine_similarity_matrix
 from fedprune.errors import ConfigError, DataError
 
 SplitMethod = Literal["two_means", "min_cross_similarity"]
@@ -94,6 +95,8 @@ SPLIT_GUARDS: tuple[str, ...] = ("none", "halves")
 MergeGuard = Literal["settled", "compact"]
 MERGE_GUARDS: tuple[str, ...] = ("settled", "compact")
 SplitPair = tuple[frozenset[int], frozenset[int]]
+SPLIT_THRESHOLD = 0.8  # the paper's β (Section 3.3)
+MERGE_THRESHOLD = 0.2  # the paper's α
 
 
 def check_thresholds(split_threshold: float, merge_threshold: float) -> None:
@@ -214,10 +217,7 @@ def dispersion_separation(
 
 def _min_cross_similarity(x: np.ndarray, w: np.ndarray, max_iter: int) -> np.ndarray:
     """The second part of :func:`.cfl.optimal_bipartition` of the cosine similarities."""
-    check_nonzero(x)
-    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-    s = np.clip(unit @ unit.T, -1.0, 1.0)
-    _, second = cfl.optimal_bipartition((s + s.T) / 2)
+    _, second = cfl.optimal_bipartition(cosine_similarity_matrix(x))
     mask = np.zeros(len(x), dtype=bool)
     mask[second] = True
     return mask
@@ -298,8 +298,8 @@ def adjust_clusters(
     labels: object,
     data_sizes: object = None,
     *,
-    split_threshold: float = 0.8,
-    merge_threshold: float = 0.2,
+    split_threshold: float = SPLIT_THRESHOLD,
+    merge_threshold: float = MERGE_THRESHOLD,
     singletons: SingletonPolicy = "keep",
     previous_splits: Sequence[SplitPair] = (),
     split_method: SplitMethod = "two_means",
@@ -395,34 +395,21 @@ def dynamic_adjustment(
     data_sizes: object = None,
     *,
     max_iter: int = 10,
-    split_threshold: float = 0.8,
-    merge_threshold: float = 0.2,
-    singletons: SingletonPolicy = "keep",
-    previous_splits: Sequence[SplitPair] = (),
-    split_method: SplitMethod = "two_means",
-    split_guard: SplitGuard = "none",
-    merge_guard: MergeGuard = "settled",
     normalize: bool = False,
     client_ids: ClientIds = None,
+    **adjustment: Any,
 ) -> tuple[EmResult, Adjustment]:
     """Stage 2 of Algorithm 1 as Section 3.3 orders it: EM refinement of the initial clusters
-    (:func:`em_refine`), then one split/merge pass (:func:`adjust_clusters`) on its labels."""
-    check_thresholds(split_threshold, merge_threshold)
+    (:func:`em_refine`), then one split/merge pass (:func:`adjust_clusters`, which takes the
+    keywords ``adjustment``: thresholds, singleton policy, previous splits, split method and
+    guards) on its labels. The thresholds are checked before EM runs."""
+    check_thresholds(
+        adjustment.get("split_threshold", SPLIT_THRESHOLD),
+        adjustment.get("merge_threshold", MERGE_THRESHOLD),
+    )
     em = em_refine(
         points, labels, data_sizes, max_iter=max_iter, normalize=normalize, client_ids=client_ids
     )
-    adjustment = adjust_clusters(
-        points,
-        em.labels,
-        data_sizes,
-        split_threshold=split_threshold,
-        merge_threshold=merge_threshold,
-        singletons=singletons,
-        previous_splits=previous_splits,
-        split_method=split_method,
-        split_guard=split_guard,
-        merge_guard=merge_guard,
-        normalize=normalize,
-        client_ids=client_ids,
+    return em, adjust_clusters(
+        points, em.labels, data_sizes, normalize=normalize, client_ids=client_ids, **adjustment
     )
-    return em, adjustment
