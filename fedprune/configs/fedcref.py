@@ -125,8 +125,24 @@ def _settle_init(config: Config) -> None:
         config._set("init", default_init(config.dataset, config.local_k))
 
 
+class _SystemRules(Config):
+    """The rules of the system part, for every configuration holding its fields
+    (:class:`SystemConfig`, :class:`FedCRefRunConfig`): an unset ``init`` settled first,
+    the fields it does not use, ``--local-k auto`` only with the k-means start."""
+
+    def __post_init__(self) -> None:
+        _settle_init(self)
+        super().__post_init__()
+
+    def unused_fields(self) -> frozenset[str]:
+        return _unused(self)
+
+    def check(self) -> None:
+        _check(self)
+
+
 @dataclasses.dataclass(frozen=True)
-class SystemConfig(Config):
+class SystemConfig(_SystemRules):
     """The simulated federated system (paper Table 1) and its initial clustering."""
 
     dataset: str = param(
@@ -179,16 +195,6 @@ class SystemConfig(Config):
     )
     dataset_sha256: str | None = har.dataset_sha256()
 
-    def __post_init__(self) -> None:
-        _settle_init(self)
-        super().__post_init__()
-
-    def unused_fields(self) -> frozenset[str]:
-        return _unused(self)
-
-    def check(self) -> None:
-        _check(self)
-
 
 @dataclasses.dataclass(frozen=True)
 class FedCRefConfig(Config):
@@ -225,18 +231,8 @@ class FedCRefConfig(Config):
     )
 
 
-class _FedCRefRun(Config):
+class _FedCRefRun(_SystemRules):
     """Methods of :class:`FedCRefRunConfig` (its fields are generated below)."""
-
-    def __post_init__(self) -> None:
-        _settle_init(self)
-        super().__post_init__()
-
-    def unused_fields(self) -> frozenset[str]:
-        return _unused(self)
-
-    def check(self) -> None:
-        _check(self)
 
     def _part(self, part: type) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(part)}
