@@ -19,21 +19,9 @@ from fedprune.configs import har
 from fedprune.configs.fields import Config, param
 from fedprune.configs.protocol import builtin_or_user_file, is_user_file
 from fedprune.configs.strategies import ByConfig
+from fedprune.data.names import TABULAR_NAMES
 
-# fedprune.data.uci_tabular.TABULAR_NAMES (not imported: the command line stays light;
-# tests/algorithms/fedhire check they agree)
-TABULAR_DATASETS = (
-    "ecoli",
-    "user_knowledge_modeling",
-    "statlog_vehicle",
-    "hcv_egypt",
-    "yeast",
-    "cardiotocography",
-    "statlog_landsat",
-    "wine_quality",
-    "pendigits",
-    "letter_recognition",
-)
+TABULAR_DATASETS = TABULAR_NAMES  # the UCI tables, in the order of Fed-HIRE's Table 2
 # the keys of Fed-HIRE's CLIENT_STEPS and SERVER_ATTEMPTS (its algorithm module; not
 # imported, as above; tests/algorithms/fedhire check they agree)
 CLIENT_METHODS = ("fcpl", "kmeans")

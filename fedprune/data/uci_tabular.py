@@ -124,25 +124,12 @@ from types import ModuleType
 import numpy as np
 
 from fedprune.data import sources
+from fedprune.data.names import TABULAR_NAMES
 from fedprune.data.sources import DataSource, Download
 from fedprune.errors import ConfigError, DataError
 
 FOLDER = "uci_tabular"
 """Sub-folder of the data directory holding one folder per dataset."""
-
-TABULAR_NAMES = (
-    "ecoli",
-    "user_knowledge_modeling",
-    "statlog_vehicle",
-    "hcv_egypt",
-    "yeast",
-    "cardiotocography",
-    "statlog_landsat",
-    "wine_quality",
-    "pendigits",
-    "letter_recognition",
-)
-"""The datasets, in the order of Fed-HIRE's Table 2."""
 
 PAPER_TABLE: dict[str, tuple[int, int, int]] = {
     "ecoli": (336, 7, 8),
