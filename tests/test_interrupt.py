@@ -27,10 +27,11 @@ CASES = {
         + ["--local-epochs", "1"],
         lambda rows: any(int(row["round"]) >= 2 for row in rows),
     ),
-    # phase 3 (prune rounds) with K = 3, per-cluster rounds in concurrent threads
+    # phase 3 (prune rounds) with K = 3, per-cluster rounds in concurrent threads; the
+    # interrupt comes after the first prune round, with a mask update and fine-tuning to go
     "caafp": (
-        ["train", "caafp", "--dataset", "uci_har", "--phases", "1,1,6", "--clusters", "3"]
-        + ["--clients-per-round", "6", "--local-epochs", "10", "--start-sparsity", "0.5"]
+        ["train", "caafp", "--dataset", "uci_har", "--phases", "1,1,4", "--clusters", "3"]
+        + ["--clients-per-round", "6", "--local-epochs", "6", "--start-sparsity", "0.5"]
         + ["--target-sparsity", "0.7", "--prune-frequency", "2", "--ft-epochs", "1"],
         lambda rows: any(row.get("phase") == "prune" for row in rows),
     ),
