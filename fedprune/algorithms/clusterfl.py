@@ -35,30 +35,26 @@ A run (:func:`run_clusterfl`) is :class:`ClusterFLRun` on the run composer
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import tensorflow_federated as tff
 from sklearn.cluster import KMeans
 
 from fedprune.algorithms.caafp.communication import CommAccounts
-from fedprune.algorithms.personal import finetune_personal
-from fedprune.checks import check_at_most
+from fedprune.algorithms.personal import PersonalRun
 from fedprune.configs.clusterfl import ClusterFLConfig
 from fedprune.configs.protocol import dataset_label
 from fedprune.data.partition import FederatedData
-from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, har_model
+from fedprune.engine.compose import write_clustering
 from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.engine.process import build_learning_process, with_client_work_state
 from fedprune.engine.rounds import run_rounds_concurrently, sample_clients
 from fedprune.models.spec import ModelSpec
-from fedprune.models.user import UserModel
 from fedprune.runs import RunDir, artefacts, names
 from fedprune.runs.files import damaged
 from fedprune.runs.finished import FinishedRun
-from fedprune.sparsity.layers import dense_layers, kernel_flags, select
+from fedprune.sparsity.layers import kernel_flags, select
 
 
 def omega_step(
@@ -212,61 +208,35 @@ class ClusterFLRounds(Algorithm[ClusterFLState]):
         return Step(ClusterFLState(w, u, omega, labels, state.accounts), [row])
 
 
-class ClusterFLRun(RunPlan[ClusterFLConfig]):
-    """A ClusterFL run for the composer (:mod:`fedprune.engine.compose`): the HAR data, the
-    clusters and clients per round checked against it, the model; the rounds; then the
-    clusters, every client's fine-tuning from its own w_i, and the summary."""
+class ClusterFLRun(PersonalRun[ClusterFLConfig], family=ClusterFLConfig):
+    """A ClusterFL run for the composer (:mod:`fedprune.engine.compose`): the HAR run's data,
+    checks (clusters and clients per round) and model; the rounds; then the clusters, every
+    client's fine-tuning from its own w_i (:meth:`~.personal.PersonalRun.personalize`), and
+    the summary."""
 
-    def __init__(self, config: ClusterFLConfig, inputs: Inputs):
-        super().__init__(config, inputs)
-        data = self.data = load_recorded(har_recipe(config), inputs.data_dir)
-        clients = f"{dataset_label(config.dataset)}'s clients"
-        check_at_most("clusters", config.clusters, data.num_clients, clients)
-        check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
-        self.spec, self.keras, self.architecture = har_model(config, data, inputs)
+    at_most_clients = ("clusters", "clients_per_round")
 
     def start(self, run: RunDir) -> tuple[ClusterFLRounds, int]:
         self.rounds = ClusterFLRounds(self.config, self.data, self.spec)
         return self.rounds, self.config.rounds
 
     def summary(self, run: RunDir, result: RoundsResult[ClusterFLState]) -> dict:
-        config, data, state, ids = self.config, self.data, result.state, self.rounds.ids
-        artefacts.write_clusters(run.path, {cid: int(state.labels[r]) for r, cid in enumerate(ids)})
-        start, ones = personal_starts(state.w, ids, self.spec)
-        progress, model = self.inputs.progress, self.spec.model
-        tuned, deploy = finetune_personal(
-            run, data, start, ones, config, progress, pruned=False, model=model
-        )
+        config, state, ids = self.config, result.state, self.rounds.ids
+        write_clustering(run, {cid: int(state.labels[r]) for r, cid in enumerate(ids)})
+        personal = self.personalize(run, *personal_starts(state.w, ids, self.spec), pruned=False)
         return {
-            "method": config.method,
-            "dataset": config.dataset,
-            "seed": config.seed,
+            **self.har_summary(result, self.rounds.n_params),  # wall_s: with the fine-tuning
             "rounds": config.rounds,
-            "num_clients": data.num_clients,
-            "params": self.rounds.n_params,
-            "dense_layers": dense_layers(self.keras),
             "clusters": {str(c): int(np.sum(state.labels == c)) for c in range(config.clusters)},
-            "sparsity": tuned.sparsity,
             **state.accounts.summary(),
-            "wall_s": result.clock.seconds(),
-            "finetune": tuned.summary,
-            "deploy": deploy,
+            **personal,
         }
 
 
-FAMILIES.register(ClusterFLConfig, ClusterFLRun)
-
-
-def run_clusterfl(
-    config: ClusterFLConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-    model: UserModel | None = None,
-) -> dict:
-    """Train (or resume, or return the finished) ClusterFL run in ``out``. ``model``: your own
-    model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
-    return compose_run(ClusterFLRun, config, out, data_dir, progress, model=model)
+run_clusterfl = ClusterFLRun.run
+"""Train (or resume, or return the finished) ClusterFL run of ``config`` in ``out``
+(``run_clusterfl(config, out, data_dir=None, progress=True, model=None)``). ``model``: your
+own model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
 
 
 def personal_starts(

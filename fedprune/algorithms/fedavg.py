@@ -12,29 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 import numpy as np
 import tensorflow_federated as tff
 
 from fedprune.algorithms.caafp.communication import eq13_bytes
-from fedprune.checks import check_at_most
 from fedprune.configs.fedavg import FedAvgConfig
 from fedprune.configs.protocol import dataset_label
 from fedprune.data.partition import FederatedData
-from fedprune.data.registry import har_recipe, load_recorded
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, har_model
+from fedprune.data.registry import har_recipe
 from fedprune.engine.evaluation import client_accuracies
+from fedprune.engine.har_run import HarRun
 from fedprune.engine.held_out import COLUMN, HeldOut
 from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.engine.metrics import fairness, noise_summary
 from fedprune.engine.process import build_fedavg_process
 from fedprune.engine.rounds import run_round, sample_clients
 from fedprune.models.spec import ModelSpec
-from fedprune.models.user import UserModel
 from fedprune.runs import RunDir
 from fedprune.runs.deploy import har_manifest
-from fedprune.sparsity.layers import dense_layers
 
 
 @dataclasses.dataclass
@@ -126,42 +122,26 @@ class FedAvgRounds(Algorithm[FedAvgState]):
         return Step(new, [row], postfix)
 
 
-class FedAvgRun(RunPlan[FedAvgConfig]):
-    """A FedAvg run for the composer (:mod:`fedprune.engine.compose`): the HAR data, its
-    client count checked, the model; then the rounds and the summary."""
-
-    def __init__(self, config: FedAvgConfig, inputs: Inputs):
-        super().__init__(config, inputs)
-        self.data = load_recorded(har_recipe(config), inputs.data_dir)
-        check_at_most(
-            "clients_per_round",
-            config.clients_per_round,
-            self.data.num_clients,
-            f"{dataset_label(config.dataset)}'s clients",
-        )
-        self.spec, self.keras, self.architecture = har_model(config, self.data, inputs)
+class FedAvgRun(HarRun[FedAvgConfig], family=FedAvgConfig):
+    """A FedAvg run for the composer (:mod:`fedprune.engine.compose`): the HAR run's data,
+    checks and model (:class:`~fedprune.engine.har_run.HarRun`); then the rounds and the
+    summary."""
 
     def start(self, run: RunDir) -> tuple[FedAvgRounds, int]:
         self.rounds = FedAvgRounds(self.config, self.data, self.spec)
         return self.rounds, self.config.rounds
 
     def summary(self, run: RunDir, result: RoundsResult[FedAvgState]) -> dict:
-        config, data, keras = self.config, self.data, self.keras
-        client_acc = client_accuracies(keras, data.clients, result.state.trainable)
+        config, data, comm = self.config, self.data, result.state.comm_bytes
+        client_acc = client_accuracies(self.keras, data.clients, result.state.trainable)
         summary = {
-            "method": config.method,
-            "dataset": config.dataset,
-            "seed": config.seed,
+            **self.har_summary(result, self.rounds.params),
             "rounds": config.rounds,
-            "num_clients": data.num_clients,
-            "params": self.rounds.params,
-            "dense_layers": dense_layers(keras),
             "avg_acc": sum(client_acc.values()) / len(client_acc),
             "fairness": fairness(client_acc),
             "client_acc": {str(k): v for k, v in client_acc.items()},
-            "comm_mb_eq13": result.state.comm_bytes / 1e6,
-            "comm_mib_eq13": result.state.comm_bytes / 1024**2,  # the paper's unit
-            "wall_s": result.clock.seconds(),
+            "comm_mb_eq13": comm / 1e6,
+            "comm_mib_eq13": comm / 1024**2,  # the paper's unit
             "deploy": har_manifest(
                 "global",
                 har_recipe(config),
@@ -175,16 +155,7 @@ class FedAvgRun(RunPlan[FedAvgConfig]):
         return summary
 
 
-FAMILIES.register(FedAvgConfig, FedAvgRun)
-
-
-def run_fedavg(
-    config: FedAvgConfig,
-    out: str | Path,
-    data_dir: str | Path | None = None,
-    progress: bool = True,
-    model: UserModel | None = None,
-) -> dict:
-    """Train (or resume, or return the finished) FedAvg run in ``out``; returns the summary.
-    ``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it."""
-    return compose_run(FedAvgRun, config, out, data_dir, progress, model=model)
+run_fedavg = FedAvgRun.run
+"""Train (or resume, or return the finished) FedAvg run of ``config`` in ``out``
+(``run_fedavg(config, out, data_dir=None, progress=True, model=None)``); returns the summary.
+``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it."""

@@ -1,11 +1,14 @@
 """Personal models of the HAR methods that fine-tune (the pipeline methods and ClusterFL):
 every client fine-tunes its start model under its kernel mask (Eq. 12), the personal models
-go to the run directory, and the run's ``deploy`` manifest says how to ship them."""
+go to the run directory, and the run's ``deploy`` manifest says how to ship them. A run that
+ends so is a :class:`PersonalRun` (its :meth:`~PersonalRun.personalize` is that step, and
+the summary's ``sparsity``, ``finetune`` and ``deploy``); ``fedprune finetune`` takes the
+same entries (:func:`personal_entries`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -13,10 +16,13 @@ from fedprune.algorithms.caafp.finetune import FineTuned, finetune_and_evaluate
 from fedprune.configs.protocol import dataset_label
 from fedprune.data.partition import FederatedData
 from fedprune.data.registry import har_recipe
+from fedprune.engine.har_run import HarRun
 from fedprune.engine.metrics import noise_summary
 from fedprune.models.user import UserModel
 from fedprune.runs import RunDir, artefacts
 from fedprune.runs.deploy import har_manifest
+
+C = TypeVar("C")
 
 
 class FineTuneSettings(Protocol):
@@ -98,3 +104,36 @@ def log_finetune(run: RunDir, tuned: FineTuned) -> None:
                 "finetune/fairness": entry["fairness"],
             }
         )
+
+
+def personal_entries(tuned: FineTuned, deploy: dict) -> dict:
+    """The summary's entries of a fine-tuning (:func:`finetune_personal`'s result): the
+    personal models' ``sparsity``, each length's ``finetune`` scores and the ``deploy``
+    manifest."""
+    return {"sparsity": tuned.sparsity, "finetune": tuned.summary, "deploy": deploy}
+
+
+class PersonalRun(HarRun[C]):
+    """A HAR run that ends in personal models (the pipeline methods, ClusterFL)."""
+
+    def personalize(
+        self,
+        run: RunDir,
+        start: Mapping[int, Sequence[np.ndarray]],
+        kernel_masks: Mapping[int, Sequence[np.ndarray]],
+        pruned: bool,
+    ) -> dict:
+        """Phase 4 (Eq. 12): every client of the run's data fine-tunes ``start[id]`` under
+        ``kernel_masks[id]`` for the configuration's lengths (:func:`finetune_personal`;
+        ``pruned``: the run wrote ``masks.npz``); returns :func:`personal_entries`."""
+        tuned, deploy = finetune_personal(
+            run,
+            self.data,
+            start,
+            kernel_masks,
+            self.config,
+            self.inputs.progress,
+            pruned=pruned,
+            model=self.spec.model,
+        )
+        return personal_entries(tuned, deploy)

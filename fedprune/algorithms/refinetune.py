@@ -40,11 +40,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from fedprune.algorithms.personal import finetune_personal, log_finetune
+from fedprune.algorithms.personal import finetune_personal, log_finetune, personal_entries
 from fedprune.configs.fields import Config
 from fedprune.configs.protocol import with_protocol
 from fedprune.data.registry import har_recipe, load_recorded
-from fedprune.engine.compose import Inputs, RunPlan, compose_run
+from fedprune.engine.compose import Inputs, RunPlan
 from fedprune.errors import ConfigError
 from fedprune.lazy import resolve
 from fedprune.methods import METHODS, Method
@@ -125,26 +125,18 @@ class RefinementRun(RunPlan[Refinement]):
         run = self.source = config.run
         method = METHODS[run.method]
         self.settings = with_protocol(method_config(method, config.record), run.config)
-        self.data = load_recorded(har_recipe(self.settings), inputs.data_dir)
+        self.data = data = load_recorded(har_recipe(self.settings), inputs.data_dir)
         # a table model, or the source run's model.json
         self.trained = user.resolve(self.settings.model, None, run.path)
-        data = self.data
         spec = ModelSpec(data.input_shape, data.num_classes, self.settings.seed, self.trained)
-        self.start_weights, self.kernel_masks = resolve(method.finetune_start)(run, data, spec)
+        # ({client: start weights}, {client: kernel masks})
+        self.finetune_inputs = resolve(method.finetune_start)(run, data, spec)
 
     def summary(self, run: RunDir, result: None) -> dict:
         source, out = self.source, self.inputs.out
-        clock = time.perf_counter()
-        tuned, deploy = finetune_personal(
-            run,
-            self.data,
-            self.start_weights,
-            self.kernel_masks,
-            self.settings,
-            self.inputs.progress,
-            pruned=(source.path / names.MASKS).exists(),
-            model=self.trained,
-        )
+        clock, pruned = time.perf_counter(), (source.path / names.MASKS).exists()
+        tuning = (run, self.data, *self.finetune_inputs, self.settings, self.inputs.progress)
+        tuned, deploy = finetune_personal(*tuning, pruned=pruned, model=self.trained)
         seconds = time.perf_counter() - clock
         for name in COPIED:
             if (source.path / name).exists():
@@ -153,9 +145,7 @@ class RefinementRun(RunPlan[Refinement]):
         log_finetune(run, tuned)
         return {
             **source.summary,
-            "finetune": tuned.summary,
-            "sparsity": tuned.sparsity,
-            "deploy": deploy,
+            **personal_entries(tuned, deploy),
             "finetuned_from": self.config.record["finetuned_from"],
             "finetune_wall_s": seconds,
             "wall_s": float(source.summary.get("wall_s", 0.0)) + seconds,
@@ -172,4 +162,4 @@ def refinetune(
     """Fine-tune the finished run ``source`` for ``ft_epochs`` into the new run directory
     ``out`` (see the module docstring); returns ``out``'s summary. Every check (the source,
     the lengths, ``out``, the data) passes before ``out`` is made."""
-    return compose_run(RefinementRun, Refinement(source, ft_epochs), out, data_dir, progress)
+    return RefinementRun.run(Refinement(source, ft_epochs), out, data_dir, progress)

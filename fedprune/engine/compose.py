@@ -34,10 +34,17 @@ order, each for the reason given:
    events and progress bar, and checkpoints after every round, so that an interrupt (Ctrl-C,
    a crash) loses at most the round in progress and the same call resumes.
 7. **finish** (:meth:`RunPlan.summary`): the family writes its artefacts (clusters, masks,
-   models, personal models) and returns the summary; the composer writes ``summary.json``
+   models, personal models: :func:`write_clustering` for the clustered ones) and returns the
+   summary, which starts from what every run records (:meth:`RunPlan.summary_head`); the
+   composer writes ``summary.json``
    **last**, since its presence is what makes a run finished (step 2): an interrupt before it
    leaves a run that resumes. A family whose final state is all in its artefacts
    (``keeps_checkpoint = False``) has its checkpoint removed after the summary.
+
+A family registers by naming its configuration class (``class FedAvgRun(RunPlan[FedAvgConfig],
+family=FedAvgConfig)``), lists what a caller may hand in (:attr:`RunPlan.takes`) and the
+counts that may not exceed the clients (:attr:`RunPlan.at_most_clients`, checked by
+:meth:`RunPlan.check_counts`); its runner is :meth:`RunPlan.run`.
 
 What the run directory's lock, the placing of your data and the TFF workers are (one process
 per ``out``, :mod:`fedprune.runs.lock`) is the caller's: :class:`fedprune.api.Trainer` and
@@ -53,12 +60,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
+from fedprune.checks import check_at_most
+from fedprune.configs.har import AUTO
 from fedprune.configs.protocol import settle, settled_sha256
 from fedprune.configs.strategies import ByConfig
 from fedprune.engine.loop import Algorithm, RoundsResult, run_algorithm
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel, resolve, write_architecture
-from fedprune.runs import RunDir, recorded_config
+from fedprune.runs import RunDir, artefacts, recorded_config
 from fedprune.runs.run_dir import recorded_own_files
 
 C = TypeVar("C")
@@ -93,22 +102,63 @@ class RunPlan(Generic[C]):
     """One method family's part of a run (the module text). The constructor is step 3
     (prepare: every check, nothing written); subclasses set ``architecture`` to your Keras
     model where the run trains one (written as ``model.json`` in step 4) and give
-    :meth:`start` and :meth:`summary`."""
+    :meth:`start` and :meth:`summary`. ``class P(RunPlan[Config], family=Config)`` registers
+    ``P`` for ``Config`` in :data:`FAMILIES`."""
 
     keeps_checkpoint: ClassVar[bool] = True
+    takes: ClassVar[tuple[str, ...]] = ()
+    """What a caller may hand in (:meth:`run`'s keywords), e.g. ``("model",)``."""
+    at_most_clients: ClassVar[tuple[str, ...]] = ()
+    """The configuration's counts that may not exceed the data's clients
+    (:meth:`check_counts`), e.g. ``("clusters", "clients_per_round")``."""
+    records_file: ClassVar[bool] = False
+    """Whether the record is :func:`settled_file`'s (your data file's SHA-256) rather than the
+    HAR protocol's (the default :meth:`settle`)."""
     architecture: Any = None  # your model, built and checked in prepare
+
+    def __init_subclass__(cls, family: type | None = None, **kwargs: Any) -> None:  # noqa: ANN401
+        super().__init_subclass__(**kwargs)
+        if family is not None:
+            FAMILIES.register(family, cls)
 
     def __init__(self, config: C, inputs: Inputs):
         self.config = config
         self.inputs = inputs
 
     @classmethod
+    def run(
+        cls,
+        config: C,
+        out: str | os.PathLike,
+        data_dir: str | os.PathLike | None = None,
+        progress: bool = True,
+        **given: Any,  # noqa: ANN401 (what the family takes: :attr:`takes`)
+    ) -> dict:
+        """Train (or resume, or return the finished) run of ``config`` in ``out``; returns the
+        summary (:func:`compose_run`). ``given``: what the family takes (:attr:`takes`, e.g.
+        your ``model``); anything else is a ``TypeError``, as for a function's keywords."""
+        unknown = sorted(set(given) - set(cls.takes))
+        if unknown:
+            raise TypeError(f"{cls.__name__}.run() got unexpected keyword argument(s) {unknown}")
+        return compose_run(cls, config, out, data_dir, progress, **given)
+
+    @classmethod
     def settle(cls, config: C, out: Path, given: Mapping[str, Any]) -> tuple[C, dict]:
         """``config`` settled for the run directory ``out`` and the dict its ``config.json``
-        holds (``given``: what the caller handed in). Default: the HAR protocol
-        (:func:`fedprune.configs.protocol.settle`, with the configuration's options added
-        later)."""
+        holds (``given``: what the caller handed in). Default: :func:`settled_file` where
+        :attr:`records_file`, else the HAR protocol (:func:`fedprune.configs.protocol.settle`,
+        with the configuration's options added later)."""
+        if cls.records_file:
+            return settled_file(config, out)
         return settle(config, out, config.ADDED_LATER)
+
+    def check_counts(self, num_clients: int, where: str) -> None:
+        """Each count :attr:`at_most_clients` names (``--clusters auto`` aside) at most
+        ``num_clients``, the clients of ``where`` (a dataset's label): one ConfigError line."""
+        for name in self.at_most_clients:
+            value = getattr(self.config, name)
+            if value != AUTO:
+                check_at_most(name, value, num_clients, f"{where}'s clients")
 
     def start(self, run: RunDir) -> tuple[Algorithm, int] | None:
         """The algorithm and its number of rounds in ``run`` (``None``: no rounds)."""
@@ -118,6 +168,34 @@ class RunPlan(Generic[C]):
         """The artefacts written to ``run`` and the summary returned (``result``: the
         rounds', ``None`` without rounds)."""
         raise NotImplementedError
+
+    def summary_head(self, data: Mapping[str, Any] | None = None) -> dict:
+        """What every run's summary starts with: the configuration's ``method`` and
+        ``dataset``, the entries that describe the data further (``data``: a partition, a
+        split), and the ``seed``."""
+        config = self.config
+        return {
+            "method": config.method,
+            "dataset": config.dataset,
+            **(data or {}),
+            "seed": config.seed,
+        }
+
+
+def write_clustering(
+    run: RunDir,
+    cluster_of: Mapping[int, int],
+    models: Mapping[int, Any] | None = None,  # noqa: ANN401 (each cluster's weights)
+    choice: Mapping | None = None,
+) -> None:
+    """A clustered run's artefacts in ``run``: each client's cluster (``clusters.json``), each
+    cluster's model where given (``cluster_models.npz``) and how K was chosen where it was
+    (``cluster_choice.json``, the choice's record)."""
+    artefacts.write_clusters(run.path, cluster_of)
+    if models is not None:
+        artefacts.write_cluster_models(run.path, models)
+    if choice is not None:
+        artefacts.write_cluster_choice(run.path, choice)
 
 
 def settled_file(config: C, out: Path) -> tuple[C, dict]:

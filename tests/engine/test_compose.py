@@ -1,7 +1,9 @@
 """The run composer's lifecycle on a toy family (no TensorFlow): a finished run is returned
 before anything is prepared, a refused start leaves no run directory, the checkpoint is
 checked against the state's schema, the summary is written last, and a family whose final
-state is in its artefacts loses its checkpoint at the end."""
+state is in its artefacts loses its checkpoint at the end; what every family shares: its
+registration, its runner's keywords, the counts checked against the clients, the summary's
+first entries and a clustered run's artefacts."""
 
 from __future__ import annotations
 
@@ -11,10 +13,17 @@ import json
 import numpy as np
 import pytest
 
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, run_config
+from fedprune.engine.compose import (
+    FAMILIES,
+    Inputs,
+    RunPlan,
+    compose_run,
+    run_config,
+    write_clustering,
+)
 from fedprune.engine.loop import Algorithm, Schema, Step, UnfitCheckpoint
 from fedprune.errors import ConfigError, DataError
-from fedprune.runs import RunDir
+from fedprune.runs import RunDir, artefacts, names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,3 +193,77 @@ def test_the_family_of_a_configuration_is_the_one_registered_for_its_class(tmp_p
         assert run_config(Other(), tmp_path) == {"rounds": 3, "total": 6.0}
     finally:
         FAMILIES._table.pop(Other)
+
+
+@dataclasses.dataclass(frozen=True)
+class CountedConfig:
+    """A configuration with the fields every family's summary starts with and two counts."""
+
+    method: str = "counted"
+    dataset: str = "toy"
+    seed: int = 7
+    clusters: int | str = 2
+    clients_per_round: int = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisteredConfig(ToyConfig):
+    pass
+
+
+class RegisteredRun(ToyRun, family=RegisteredConfig):
+    """Registered by naming its configuration class; takes ``calls`` from its caller."""
+
+    takes = ("calls",)
+
+
+class CountedRun(RunPlan[CountedConfig]):
+    at_most_clients = ("clusters", "clients_per_round")
+
+
+def test_a_family_registers_by_naming_its_configuration_class(tmp_path):
+    try:
+        assert FAMILIES.of(RegisteredConfig()) is RegisteredRun
+        assert run_config(RegisteredConfig(), tmp_path) == {"rounds": 3, "total": 6.0}
+    finally:
+        FAMILIES._table.pop(RegisteredConfig)
+
+
+def test_a_familys_runner_takes_what_the_family_takes_and_refuses_the_rest(tmp_path):
+    calls = []
+    summary = RegisteredRun.run(ToyConfig(rounds=2), tmp_path / "a", progress=False, calls=calls)
+    assert summary == {"rounds": 2, "total": 3.0} and calls == [1, 2]
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['model'\]"):
+        RegisteredRun.run(ToyConfig(), tmp_path / "b", model=object())
+    assert not (tmp_path / "b").exists()  # refused before anything was settled or made
+
+
+def test_the_counts_a_family_names_are_checked_against_the_clients(tmp_path):
+    inputs = Inputs(tmp_path, None, False, None)
+    CountedRun(CountedConfig(), inputs).check_counts(3, "toy")  # both at most 3
+    CountedRun(CountedConfig(clusters="auto"), inputs).check_counts(3, "toy")  # chosen later
+    with pytest.raises(ConfigError, match=r"--clusters must be at most 3 \(the toy data's"):
+        CountedRun(CountedConfig(clusters=4), inputs).check_counts(3, "the toy data")
+    with pytest.raises(ConfigError, match="--clients-per-round must be at most 4"):
+        CountedRun(CountedConfig(clients_per_round=5), inputs).check_counts(4, "toy")
+
+
+def test_every_summary_starts_with_the_method_the_dataset_and_the_seed(tmp_path):
+    plan = CountedRun(CountedConfig(), Inputs(tmp_path, None, False, None))
+    assert plan.summary_head() == {"method": "counted", "dataset": "toy", "seed": 7}
+    head = plan.summary_head({"partition": "paper", "split": "train"})
+    assert list(head) == ["method", "dataset", "partition", "split", "seed"]  # the data's
+    assert head["partition"] == "paper" and head["seed"] == 7
+
+
+def test_a_clustered_runs_artefacts_are_written_as_given(tmp_path):
+    run = RunDir(tmp_path / "run", {"method": "toy"})
+    write_clustering(run, {5: 1, 9: 0})
+    assert artefacts.read_clusters(run.path) == {5: 1, 9: 0}
+    assert not (run.path / names.CLUSTER_MODELS).exists()
+    assert not (run.path / names.CLUSTER_CHOICE).exists()
+    models = {0: [np.zeros((2, 2), np.float32)], 1: [np.ones((2, 2), np.float32)]}
+    write_clustering(run, {5: 1, 9: 0}, models, {"chosen": 2})
+    read = artefacts.read_cluster_models(run.path)
+    assert sorted(read) == [0, 1] and np.array_equal(read[1][0], models[1][0])
+    assert json.loads((run.path / names.CLUSTER_CHOICE).read_text()) == {"chosen": 2}

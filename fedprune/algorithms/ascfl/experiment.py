@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
@@ -31,13 +29,13 @@ from fedprune.configs.har import AUTO
 from fedprune.configs.protocol import dataset_label, is_user_file
 from fedprune.data.registry import rotated_federation, rotated_images_recipe
 from fedprune.data.rotated_partition import RotatedFederatedData
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, settled_file
+from fedprune.engine.compose import Inputs, RunPlan, write_clustering
 from fedprune.engine.loop import RoundsResult
 from fedprune.errors import ConfigError
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel
 from fedprune.privacy import accounting
-from fedprune.runs import RunDir, artefacts
+from fedprune.runs import RunDir
 from fedprune.runs.deploy import image_manifest
 
 
@@ -71,20 +69,22 @@ def model_spec(
     return ModelSpec(fed.federated.input_shape, num_classes, seed=config.seed, model=chosen)
 
 
-class ClusteredImagesRun(RunPlan[ClusteredImageConfig]):
+class ClusteredImagesRun(RunPlan[ClusteredImageConfig], family=ClusteredImageConfig):
     """A run of a clustered image method for the composer (:mod:`fedprune.engine.compose`):
     the federation (given or built) with its clients counted, the model; then the one-shot
     pass of ``--clusters auto`` and the rule's rounds; then the clusters, the cluster
     models and the summary. The checkpoint goes once the run is finished (the final state is
-    in ``clusters.json`` and ``cluster_models.npz``)."""
+    in ``clusters.json`` and ``cluster_models.npz``).
 
-    keeps_checkpoint = False
+    Its runner, :func:`run_clustered_images`, takes ``federation``: the clients to run on
+    instead of :func:`build_federation`'s (then ``data_dir`` is not read; the caller makes
+    it match ``config``, whose recorded fields name it in ``config.json``); ``spec``: the
+    model instead of :func:`model_spec`'s; ``model``: your own model
+    (:mod:`fedprune.models.user`), as ``config.model`` names it (a run of your model
+    records its architecture in ``model.json``)."""
 
-    @classmethod
-    def settle(
-        cls, config: ClusteredImageConfig, out: Path, given: Mapping
-    ) -> tuple[ClusteredImageConfig, dict]:
-        return settled_file(config, out)
+    keeps_checkpoint, records_file = False, True
+    takes = ("federation", "spec", "model")
 
     def __init__(self, config: ClusteredImageConfig, inputs: Inputs):
         super().__init__(config, inputs)
@@ -117,26 +117,20 @@ class ClusteredImagesRun(RunPlan[ClusteredImageConfig]):
         """Each client's final cluster (by the client's own id) and each cluster's final
         model, what edge-export deploys to a client (the manifest); the summary of the
         rounds' metrics."""
-        config, start = self.config, self.start_choice
-        clusters = dict(zip(map(int, self.ids), map(int, result.state.cluster_of), strict=True))
-        artefacts.write_clusters(run.path, clusters)
-        artefacts.write_cluster_models(run.path, dict(enumerate(result.state.models)))
-        if start is not None:
-            record = start.choice.file_record("update", config.max_clusters)
-            artefacts.write_cluster_choice(run.path, record)
+        config, start, state = self.config, self.start_choice, result.state
+        clusters = dict(zip(map(int, self.ids), map(int, state.cluster_of), strict=True))
+        choice = start and start.choice.file_record("update", config.max_clusters)
+        write_clustering(run, clusters, dict(enumerate(state.models)), choice)
         rows = run.metrics_rows()
         accs = [float(r["acc"]) for r in rows]
         last = rows[-1]
         summary = {
-            "method": config.method,
-            "dataset": config.dataset,
-            # the partition's; your images were not partitioned
-            **(
+            # the partition's; your images were not partitioned (alpha: Dirichlet only)
+            **self.summary_head(
                 {}
                 if is_user_file(config.dataset)
-                else {"labels": config.labels, "alpha": config.alpha}  # alpha: Dirichlet only
+                else {"labels": config.labels, "alpha": config.alpha}
             ),
-            "seed": config.seed,
             "rounds": result.rounds,
             "final_acc": accs[-1],
             "peak_acc": max(accs),
@@ -172,25 +166,7 @@ class ClusteredImagesRun(RunPlan[ClusteredImageConfig]):
         return summary
 
 
-FAMILIES.register(ClusteredImageConfig, ClusteredImagesRun)
-
-
-def run_clustered_images(
-    config: ClusteredImageConfig,
-    out: str | os.PathLike,
-    data_dir: str | os.PathLike | None = None,
-    progress: bool = True,
-    *,
-    federation: RotatedFederatedData | None = None,
-    spec: ModelSpec | None = None,
-    model: UserModel | None = None,
-) -> dict:
-    """Run (or resume, or return the finished) run in ``out``; returns the summary.
-
-    ``federation``: the clients to run on instead of :func:`build_federation`'s (then
-    ``data_dir`` is not read; the caller makes it match ``config``, whose recorded fields
-    name it in ``config.json``). ``spec``: the model instead of :func:`model_spec`'s.
-    ``model``: your own model (:mod:`fedprune.models.user`), as ``config.model`` names it;
-    a run of your model records its architecture in ``model.json``."""
-    given = {"federation": federation, "spec": spec, "model": model}
-    return compose_run(ClusteredImagesRun, config, out, data_dir, progress, **given)
+run_clustered_images = ClusteredImagesRun.run
+"""Run (or resume, or return the finished) run of ``config`` in ``out``; returns the summary:
+``run_clustered_images(config, out, data_dir=None, progress=True, *, federation=None,
+spec=None, model=None)``, the keywords as :class:`ClusteredImagesRun` says."""

@@ -74,7 +74,7 @@ from fedprune.data.clustered_partition import ClientImages, dirty_uniform, parti
 from fedprune.data.images import load_images
 from fedprune.data.tables import ClientTable, read_table_npz
 from fedprune.engine import interrupts
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, settled_file
+from fedprune.engine.compose import Inputs, RunPlan, settled_file
 from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import AutoencoderSpec
@@ -128,6 +128,37 @@ class Federation:
         if self.clients is None:
             return None
         return len(set().union(*(c.classes for c in self.clients)))
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalFits:
+    """How every client fits its autoencoder before the first iteration (the initial
+    clustering, ``--local-k auto``'s choice): ``system``'s settings, the run's ``seed``,
+    ``epochs`` of ``model``, and with ``progress`` a bar over the clients."""
+
+    system: SystemConfig
+    seed: int
+    epochs: int
+    model: str | UserModel = DEFAULT_MODEL
+    progress: bool = False
+
+    def on_each_client(
+        self,
+        federation: Federation,
+        description: str,
+        fit: Callable[[int, np.ndarray, LocalTrainer], T],
+    ) -> list[T]:
+        """``fit(i, x_i, trainer)`` for every client in order, with one autoencoder trainer
+        shared by all; with :attr:`progress`, a bar over the clients (``description``)."""
+        trainer = LocalTrainer(federation.xs[0].shape[1], self.epochs, model=self.model)
+        clients = tqdm(
+            list(enumerate(federation.xs)),
+            desc=description,
+            unit="client",
+            leave=False,
+            disable=not self.progress,
+        )
+        return [fit(i, x, trainer) for i, x in clients]
 
 
 def simulated_clients(
@@ -211,17 +242,20 @@ def client_names(ids: list[int] | range, where: str) -> list[str]:
     return [f"client {i} of {where}" for i in ids]
 
 
-def initial_clusters(
-    system: SystemConfig,
-    federation: Federation,
-    seed: int,
-    epochs: int,
-    model: str | UserModel = DEFAULT_MODEL,
-    progress: bool = False,
-) -> list[np.ndarray]:
+def check_local_ks(system: SystemConfig, federation: Federation, where: str) -> list[str]:
+    """``--local-k auto``: every client of ``federation`` (the data ``where`` names) can score
+    K = 2..``system.max_local_k`` (one ConfigError line otherwise); returns how errors name
+    each client."""
+    ids = federation.ids if federation.ids is not None else range(len(federation.xs))
+    names = client_names(ids, where)
+    check_choosable([len(x) for x in federation.xs], system.max_local_k, names)
+    return names
+
+
+def initial_clusters(fits: LocalFits, federation: Federation) -> list[np.ndarray]:
     """Each client's initial clustering: dirty uniform (needs the classes) or k-means on the
-    codes of ``model`` fit for ``epochs`` to the client's vectors, K_i clusters (with
-    ``progress``, a bar over the clients)."""
+    codes of ``fits.model`` fit for ``fits.epochs`` to the client's vectors, K_i clusters."""
+    system, seed = fits.system, fits.seed
     if system.init == "dirty":
         if federation.clients is None:  # user_federation refuses this first
             raise ConfigError("--init dirty needs the clients' classes; use --init kmeans-ae")
@@ -230,11 +264,8 @@ def initial_clusters(
             for c in federation.clients
         ]
     else:
-        initial = _on_each_client(
+        initial = fits.on_each_client(
             federation,
-            epochs,
-            model,
-            progress,
             "initial clusters (autoencoder + k-means per client)",
             lambda i, x, trainer: kmeans_on_embeddings(
                 x, federation.ks[i], trainer, cluster_seed(seed, 0, i)
@@ -244,52 +275,21 @@ def initial_clusters(
     return initial
 
 
-def _on_each_client(
-    federation: Federation,
-    epochs: int,
-    model: str | UserModel,
-    progress: bool,
-    description: str,
-    fit: Callable[[int, np.ndarray, LocalTrainer], T],
-) -> list[T]:
-    """``fit(i, x_i, trainer)`` for every client in order, with one autoencoder trainer
-    (``model`` for ``epochs``) shared by all; with ``progress``, a bar over the clients."""
-    trainer = LocalTrainer(federation.xs[0].shape[1], epochs, model=model)
-    clients = tqdm(
-        list(enumerate(federation.xs)),
-        desc=description,
-        unit="client",
-        leave=False,
-        disable=not progress,
-    )
-    return [fit(i, x, trainer) for i, x in clients]
-
-
 def choose_local_ks(
-    system: SystemConfig,
-    federation: Federation,
-    seed: int,
-    epochs: int,
-    model: str | UserModel = DEFAULT_MODEL,
-    progress: bool = False,
-    where: str = "the simulated system",
+    fits: LocalFits, federation: Federation, where: str = "the simulated system"
 ) -> tuple[list[LocalKChoice], list[np.ndarray]]:
     """``--local-k auto``: every client's choice of K_i
     (:func:`~fedprune.algorithms.fedcref.local_k.choose_from_data`, at most
-    ``system.max_local_k``) and its initial clustering, the k-means of the chosen K_i on the
-    codes of ``model`` fit for ``epochs`` to the client's vectors, with the client's seed of
-    :func:`initial_clusters` (so equal to ``--init kmeans-ae --local-k K_i``); with
-    ``progress``, a bar over the clients. ``where`` names the data in errors."""
+    ``fits.system.max_local_k``) and its initial clustering, the k-means of the chosen K_i on
+    the codes of ``fits.model`` fit to the client's vectors, with the client's seed of
+    :func:`initial_clusters` (so equal to ``--init kmeans-ae --local-k K_i``). ``where``
+    names the data in errors."""
+    system, seed = fits.system, fits.seed
     if system.init == "dirty":  # the configuration refuses this first
         raise ConfigError("--local-k auto needs --init kmeans-ae")
-    ids = federation.ids if federation.ids is not None else range(len(federation.xs))
-    names = client_names(ids, where)
-    check_choosable([len(x) for x in federation.xs], system.max_local_k, names)
-    chosen = _on_each_client(
+    names = check_local_ks(system, federation, where)
+    chosen = fits.on_each_client(
         federation,
-        epochs,
-        model,
-        progress,
         f"choosing K_i (autoencoder + k-means, K = 2..{system.max_local_k} per client)",
         lambda i, x, trainer: choose_from_data(
             x, system.max_local_k, trainer, cluster_seed(seed, 0, i), names[i]
@@ -309,7 +309,8 @@ def build_system(
     """The simulated clients and their initial clusterings; an impossible ``--clients`` or
     ``--samples-per-class`` is refused as soon as the class sizes are known."""
     clients = simulated_clients(system, seed, data_dir)
-    return clients, initial_clusters(system, Federation.of_images(clients), seed, epochs, model)
+    fits = LocalFits(system, seed, epochs, model)
+    return clients, initial_clusters(fits, Federation.of_images(clients))
 
 
 class FedCRefIterations(Algorithm[FedCRefState]):
@@ -378,15 +379,37 @@ class FedCRefIterations(Algorithm[FedCRefState]):
         return Step(state, [row], {**postfix, "iso": str(row["isolated"])}, stop=state.done)
 
 
-class FedCRefRun(RunPlan[FedCRefRunConfig]):
+class FedCRefRun(RunPlan[FedCRefRunConfig], family=FedCRefRunConfig):
     """A FedCRef run for the composer (:mod:`fedprune.engine.compose`): the clients (your
     table, or the simulated system) with every check, your autoencoder, ``--local-k auto``'s
     choice (a resumed run's from its ``local_k.json``) and the initial clusterings, all
     before anything is written; then ``local_k.json``, the iterations, and the community
     models, assignments and summary. The checkpoint goes once the run is finished (its final
-    state is in those files)."""
+    state is in those files).
+
+    Its runner, :func:`run_fedcref_experiment` (``config, out, data_dir=None, progress=True,
+    *, table=None, model=None``), takes ``config.dataset``, a built-in image dataset (the
+    simulated system) or the path of your own ``.npz`` table (module docstring), whose
+    SHA-256 is recorded (a run directory made from other bytes is refused); ``table``, your
+    table already loaded (a :class:`~fedprune.data.tables.ClientTable`), used instead of
+    reading ``config.dataset`` (which must still name a ``.npz``: it is recorded, and its
+    SHA-256 when the file exists); ``model``, your autoencoder (a
+    :class:`~fedprune.models.user.UserModel`), ``model.fn(input_dim)`` returning an
+    uncompiled ``tf.keras.Model`` whose output has its input's shape; ``config.model`` must
+    name it (``user:<name>``). It is built and checked once before the run directory is
+    made, and its architecture is written to the run's ``model.json``. Without it, a
+    ``config.model`` of ``user:<name>`` is rebuilt from the run directory's ``model.json``
+    (resuming).
+
+    Every check of the configuration, the data and the model happens before the run
+    directory is made, so a refused start leaves nothing that would refuse the corrected
+    one. Without classes ``y`` the run iterates the same and writes the same files, without
+    the per-iteration ``acc``, ``wrong_assoc_pct`` and ``true_categories`` and the summary's
+    ``acc_init``, ``acc_final``, ``true_categories`` and ``wrong_assoc_pct``. Your table's
+    summary has no ``split`` and lists the file's ``client_ids`` in client order."""
 
     keeps_checkpoint = False
+    takes = ("table", "model")
 
     @classmethod
     def settle(
@@ -406,46 +429,37 @@ class FedCRefRun(RunPlan[FedCRefRunConfig]):
 
     def __init__(self, config: FedCRefRunConfig, inputs: Inputs):
         super().__init__(config, inputs)
-        system, params = config.system(), config.algorithm()
-        progress, existing, table = inputs.progress, inputs.existing, inputs.get("table")
+        system, params = self.system, self.params = config.system(), config.algorithm()
         self.trained = trained = inputs.model_of(config)
         self.mine = mine = is_user_file(system.dataset)
         # the system is built (and its parameters checked) before config.json is written, so
         # an impossible setting leaves no run directory that would refuse the corrected command
         if mine:
+            table = inputs.get("table")
             table = read_table_npz(system.dataset) if table is None else table
             federation = user_federation(system, table, trained)
         else:
-            clients = simulated_clients(system, params.seed, inputs.data_dir)
-            federation = Federation.of_images(clients)
+            federation = Federation.of_images(
+                simulated_clients(system, params.seed, inputs.data_dir)
+            )
         where = dataset_label(system.dataset) if mine else "the simulated system"
         self.auto = auto = system.local_k == AUTO
         if auto:  # every client can score K = 2..max_local_k, before anything is trained
-            ids = federation.ids if federation.ids is not None else range(len(federation.xs))
-            check_choosable(
-                [len(x) for x in federation.xs], system.max_local_k, client_names(ids, where)
-            )
-        xs = federation.xs
-        self.input_dim = int(xs[0].shape[1])
+            check_local_ks(system, federation, where)
+        self.input_dim = int(federation.xs[0].shape[1])
         if isinstance(trained, UserModel):  # yours is checked once, before anything is trained
             self.architecture = AutoencoderSpec(self.input_dim, params.seed, model=trained).keras()
-        self.choices = None
-        chosen = None
-        if existing is not None and auto:
-            chosen = read_local_k(existing.path, len(xs), system.max_local_k)
-        if chosen is not None:  # resumed: the recorded choice
-            federation = federation.with_ks(chosen)
+        fits = LocalFits(system, params.seed, params.local_epochs, trained, inputs.progress)
+        self.choices = chosen = None
+        if inputs.existing is not None and auto:  # resumed: the recorded choice
+            chosen = read_local_k(inputs.existing.path, len(federation.xs), system.max_local_k)
         if auto and chosen is None:
-            self.choices, self.initial = choose_local_ks(
-                system, federation, params.seed, params.local_epochs, trained, progress, where
-            )
-            federation = federation.with_ks([c.chosen for c in self.choices])
-        else:
-            self.initial = initial_clusters(
-                system, federation, params.seed, params.local_epochs, trained, progress=progress
-            )
-        validate_inputs(xs, federation.ks, self.initial)
-        self.federation, self.system, self.params = federation, system, params
+            self.choices, self.initial = choose_local_ks(fits, federation, where)
+            chosen = [c.chosen for c in self.choices]
+        self.federation = federation if chosen is None else federation.with_ks(chosen)
+        if self.choices is None:
+            self.initial = initial_clusters(fits, self.federation)
+        validate_inputs(federation.xs, self.federation.ks, self.initial)
 
     def start(self, run: RunDir) -> tuple[FedCRefIterations, int]:
         federation, system, params = self.federation, self.system, self.params
@@ -474,12 +488,13 @@ class FedCRefRun(RunPlan[FedCRefRunConfig]):
         rows = run.metrics_rows()
         last = rows[-1]
         summary = {
-            "method": "fedcref",
-            "dataset": system.dataset,
-            "split": system.split,
-            "init": system.init,
-            "dirtiness": system.dirtiness if system.init == "dirty" else None,
-            "seed": self.params.seed,
+            **self.summary_head(
+                {
+                    "split": system.split,
+                    "init": system.init,
+                    "dirtiness": system.dirtiness if system.init == "dirty" else None,
+                }
+            ),
             "num_clients": len(federation.xs) if mine else system.num_clients,
             "mean_k": float(np.mean(ks)),
             "acc_init": None if labels is None else round(mean_client_acc(labels, self.initial), 6),
@@ -518,51 +533,9 @@ class FedCRefRun(RunPlan[FedCRefRunConfig]):
         return summary
 
 
-FAMILIES.register(FedCRefRunConfig, FedCRefRun)
-
-
-def run_fedcref_experiment(
-    config: FedCRefRunConfig,
-    out: str | os.PathLike,
-    data_dir: str | os.PathLike | None = None,
-    progress: bool = True,
-    *,
-    table: ClientTable | None = None,
-    model: UserModel | None = None,
-) -> dict:
-    """Run (or resume, or return the finished) experiment in ``out``; returns the summary.
-
-    Parameters
-    ----------
-    config : FedCRefRunConfig
-        The run; ``config.dataset`` a built-in image dataset (the simulated system) or the
-        path of your own ``.npz`` table (module docstring), whose SHA-256 is recorded (a run
-        directory made from other bytes is refused).
-    out : path
-        The run directory.
-    data_dir : path, optional
-        Where the built-in datasets are.
-    progress : bool
-        A progress bar on stderr.
-    table : ClientTable, optional
-        Your table, already loaded, used instead of reading ``config.dataset`` (which must
-        still name a ``.npz``: it is recorded, and its SHA-256 when the file exists).
-    model : UserModel, optional
-        Your autoencoder, ``model.fn(input_dim)`` returning an uncompiled ``tf.keras.Model``
-        whose output has its input's shape; ``config.model`` must name it (``user:<name>``).
-        It is built and checked once before the run directory is made, and its architecture
-        is written to the run's ``model.json``. Without it, a ``config.model`` of
-        ``user:<name>`` is rebuilt from the run directory's ``model.json`` (resuming).
-
-    Every check of the configuration, the data and the model happens before the run
-    directory is made, so a refused start leaves nothing that would refuse the corrected
-    one. Without classes ``y`` the run iterates the same and writes the same files, without
-    the per-iteration ``acc``, ``wrong_assoc_pct`` and ``true_categories`` and the summary's
-    ``acc_init``, ``acc_final``, ``true_categories`` and ``wrong_assoc_pct``. Your table's
-    summary has no ``split`` and lists the file's ``client_ids`` in client order.
-    """
-    given = {"table": table, "model": model}
-    return compose_run(FedCRefRun, config, out, data_dir, progress, **given)
+run_fedcref_experiment = FedCRefRun.run
+"""Run (or resume, or return the finished) FedCRef experiment of ``config`` in ``out``;
+returns the summary (:class:`FedCRefRun` says what it takes and writes)."""
 
 
 def table_recipe(config: FedCRefRunConfig) -> dict:

@@ -33,8 +33,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
@@ -47,7 +45,7 @@ from fedprune.data.registry import tabular_recipe
 from fedprune.data.table_partition import FederatedSplit, make_split
 from fedprune.data.tables import read_table_npz
 from fedprune.data.uci_tabular import load_tabular
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, settled_file
+from fedprune.engine.compose import Inputs, RunPlan
 from fedprune.errors import ConfigError
 from fedprune.runs import RunDir, names
 from fedprune.runs.assigner import Assigner, normalization
@@ -79,16 +77,15 @@ def load_federation(
     return split, table.num_classes, None
 
 
-class ClusteringRun(RunPlan[FedHireConfig]):
+class ClusteringRun(RunPlan[FedHireConfig], family=FedHireConfig):
     """A one-shot clustering run for the composer (:mod:`fedprune.engine.compose`): the
     table loaded and split (or given split, ``table``), its objects checked and ``k*``
     settled; no rounds; the labels of the clusterer given (``clusterer``; default the one
     the configuration's class names), their scores, ``labels.npz``, the assigner and the
     summary. CPU and wall seconds count from the loading on."""
 
-    @classmethod
-    def settle(cls, config: FedHireConfig, out: Path, given: Mapping) -> tuple[FedHireConfig, dict]:
-        return settled_file(config, out)
+    records_file = True
+    takes = ("clusterer", "table")
 
     def __init__(self, config: FedHireConfig, inputs: Inputs):
         super().__init__(config, inputs)
@@ -129,10 +126,9 @@ class ClusteringRun(RunPlan[FedHireConfig]):
             assigner.write(run.path)
             deploy = {"deploy": assigner_manifest(config, assigner)}
         return {
-            "method": config.method,
-            "dataset": config.dataset,
-            **({} if is_user_file(config.dataset) else {"partition": config.partition}),
-            "seed": config.seed,
+            **self.summary_head(
+                {} if is_user_file(config.dataset) else {"partition": config.partition}
+            ),
             "clients": len(xs),
             **({} if self.ids is None else {"client_ids": list(self.ids)}),
             "objects": int(y_pred.size),
@@ -178,8 +174,7 @@ def run_clustering(
     and ``summary.json`` without the four scores (``purity``, ``ari``, ``nmi``, ``acc``), and
     no ``metrics.csv`` (its row holds only the scores).
     """
-    given = {"clusterer": clusterer, "table": table}
-    return compose_run(ClusteringRun, config, out, data_dir, progress, **given)
+    return ClusteringRun.run(config, out, data_dir, progress, clusterer=clusterer, table=table)
 
 
 def assigner_manifest(config: FedHireConfig, assigner: Assigner) -> dict:
@@ -196,18 +191,8 @@ def assigner_manifest(config: FedHireConfig, assigner: Assigner) -> dict:
     ).to_json()
 
 
-def run_fedhire(
-    config: FedHireConfig,
-    out: str | os.PathLike,
-    data_dir: str | os.PathLike | None = None,
-    progress: bool = True,
-    *,
-    table: FederatedSplit | None = None,
-) -> dict:
-    """Run (or return the finished) run of ``config`` in ``out``: Fed-HIRE, k-FED or
-    federated k-means, whichever clusterer ``config.clusterer()`` builds, by
-    :func:`run_clustering` (which says what ``table`` must hold); returns the summary."""
-    return run_clustering(config, config.clusterer(), out, data_dir, progress, table=table)
-
-
-FAMILIES.register(FedHireConfig, ClusteringRun)
+run_fedhire = ClusteringRun.run
+"""Run (or return the finished) run of ``config`` in ``out``: Fed-HIRE, k-FED or federated
+k-means, whichever clusterer ``config.clusterer()`` builds (``run_fedhire(config, out,
+data_dir=None, progress=True, *, table=None)``; :func:`run_clustering` says what ``table``
+must hold); returns the summary."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from fedprune.algorithms.caafp.communication import CommAccounts
-from fedprune.algorithms.personal import finetune_personal
+from fedprune.algorithms.personal import PersonalRun
 from fedprune.algorithms.pipeline.phases import (
     PipelineRounds,
     add_held_out,
@@ -35,9 +35,8 @@ from fedprune.configs.har import AUTO
 from fedprune.configs.pipeline import PipelineConfig
 from fedprune.configs.protocol import dataset_label
 from fedprune.data.partition import FederatedData
-from fedprune.data.registry import har_recipe, load_recorded
 from fedprune.engine.client_work import LocalTraining
-from fedprune.engine.compose import FAMILIES, Inputs, RunPlan, compose_run, har_model
+from fedprune.engine.compose import Inputs, write_clustering
 from fedprune.engine.held_out import HeldOut
 from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.errors import ConfigError, DataError
@@ -50,7 +49,6 @@ from fedprune.runs.finished import FinishedRun
 from fedprune.sparsity import masks as M
 from fedprune.sparsity import structured as S
 from fedprune.sparsity.layers import (
-    dense_layers,
     kernel_flags,
     merge,
     prunable_mask_flags,
@@ -135,23 +133,21 @@ class PipelineAlgorithm(Algorithm[PipelineState]):
         return state
 
 
-class PipelineRun(RunPlan[PipelineConfig]):
+class PipelineRun(PersonalRun[PipelineConfig], family=PipelineConfig):
     """A pipeline run for the composer (:mod:`fedprune.engine.compose`): every check of the
-    data, the clusters, the model and the masks before anything is written; the rounds; then
-    Phase 4 (fine-tuning), the artefacts and the summary (the module text)."""
+    data, the clusters, the model and the masks before anything is written (the HAR run's,
+    :class:`~fedprune.engine.har_run.HarRun`, then the pipeline's own); the rounds; then
+    Phase 4 (:meth:`~fedprune.algorithms.personal.PersonalRun.personalize`), the artefacts
+    and the summary (the module text)."""
+
+    takes = ("policy", "model")
+    at_most_clients = ("clusters", "clients_per_round")
 
     def __init__(self, config: PipelineConfig, inputs: Inputs):
         super().__init__(config, inputs)
-        policy = inputs.get("policy")
-        t2 = config.phases[2]
-        data = self.data = load_recorded(har_recipe(config), inputs.data_dir)
-        clients = f"{dataset_label(config.dataset)}'s clients"
+        model, policy, where = self.keras, inputs.get("policy"), dataset_label(config.dataset)
         if config.clusters == AUTO:
-            check_choosable(config.max_clusters, data.num_clients, clients)
-        else:
-            check_at_most("clusters", config.clusters, data.num_clients, clients)
-        self.spec, model, self.architecture = har_model(config, data, inputs)
-        self.model = model
+            check_choosable(config.max_clusters, self.data.num_clients, f"{where}'s clients")
         self.flags = prunable_mask_flags(model)  # every prunable kernel
         self.scope = scope_flags(model, config.prune_layers)  # those the policy prunes
         check_block(model, self.scope, config.block)
@@ -160,10 +156,9 @@ class PipelineRun(RunPlan[PipelineConfig]):
             self.graph = S.unit_graph(model, self.scope)
             structured = S.StructuredMasks(self.graph, config.budget)
             policy = with_structure(policy, config.method, structured)
-        elif t2 > 0:
+        elif config.phases[2] > 0:
             sparsity = max(config.start_sparsity, config.target_sparsity)
             check_layerwise(model, self.scope, config.budget, config.block, sparsity)
-        check_at_most("clients_per_round", config.clients_per_round, data.num_clients, clients)
         self.policy = policy
 
     def start(self, run: RunDir) -> tuple[PipelineAlgorithm, int]:
@@ -195,53 +190,32 @@ class PipelineRun(RunPlan[PipelineConfig]):
         return self.algorithm, self.algorithm.total
 
     def summary(self, run: RunDir, result: RoundsResult[PipelineState]) -> dict:
-        config, data, model, algorithm = self.config, self.data, self.model, self.algorithm
+        config, model, algorithm = self.config, self.keras, self.algorithm
         state, flags, scope, rounds = result.state, self.flags, self.scope, algorithm.rounds
         ids = rounds.ids
         cluster_of = state.cluster_of(ids)
-        artefacts.write_clusters(run.path, cluster_of)
-        if state.choice is not None:
-            artefacts.write_cluster_choice(
-                run.path, state.choice.file_record(config.cluster_signal, config.max_clusters)
-            )
+        choice = state.choice  # how --clusters auto chose K (a dataclass, else None)
+        record = choice and choice.file_record(config.cluster_signal, config.max_clusters)
+        write_clustering(run, cluster_of, state.cluster_w, record)
         if algorithm.recluster is not None:
             artefacts.write_reclusters(run.path, [e.record(ids) for e in state.reclusters])
-        artefacts.write_cluster_models(run.path, state.cluster_w)
         kernel_masks = {c: select(m, flags) for c, m in state.cluster_m.items()}
         artefacts.write_masks(run.path, kernel_masks)
-
         # Phase 4: every client fine-tunes its cluster's masked model under the mask (Eq. 12)
-        start, client_masks = cluster_starts(state.cluster_w, kernel_masks, cluster_of, flags)
-        tuned, deploy = finetune_personal(
-            run,
-            data,
-            start,
-            client_masks,
-            config,
-            self.inputs.progress,
-            pruned=True,
-            model=self.spec.model,
-        )
-
+        start = cluster_starts(state.cluster_w, kernel_masks, cluster_of, flags)
+        personal = self.personalize(run, *start, pruned=True)
         kernel_names = kernel_layer_names(model, flags)
-        init = algorithm.init
         return {
-            "method": config.method,
-            "dataset": config.dataset,
-            "seed": config.seed,
+            **self.har_summary(result, algorithm.n_params),  # wall_s: with the fine-tuning
             "phases": list(config.phases),
-            "num_clients": data.num_clients,
-            "params": algorithm.n_params,
             "prunable_params": rounds.n_prunable,
             "clusters": {str(c): int(np.sum(state.assignment == c)) for c in range(state.clusters)},
             **({"clusters_chosen": state.clusters} if algorithm.auto else {}),
             **(recluster_summary(state) if algorithm.recluster is not None else {}),
             **_upload_privacy(rounds, state),
             "cluster_sparsity": {str(c): M.sparsity(m) for c, m in kernel_masks.items()},
-            "sparsity": tuned.sparsity,
             "prune_layers": kernel_layer_names(model, scope),
-            "dense_layers": dense_layers(model),
-            "pruned_params": int(sum(w.size for w in select(init, scope))),
+            "pruned_params": int(sum(w.size for w in select(algorithm.init, scope))),
             "sparsity_pruned_layers": float(
                 np.mean([M.sparsity(select(state.cluster_m[cluster_of[i]], scope)) for i in ids])
             ),
@@ -257,13 +231,8 @@ class PipelineRun(RunPlan[PipelineConfig]):
                 )
             ),
             **state.accounts.summary(),
-            "wall_s": result.clock.seconds(),
-            "finetune": tuned.summary,
-            "deploy": deploy,
+            **personal,
         }
-
-
-FAMILIES.register(PipelineConfig, PipelineRun)
 
 
 def run_pipeline(
@@ -282,7 +251,7 @@ def run_pipeline(
     """
     if policy is None and config.phases[2] > 0:
         raise ConfigError(f"{config.method}: T2 > 0 needs a mask policy")
-    return compose_run(PipelineRun, config, out, data_dir, progress, policy=policy, model=model)
+    return PipelineRun.run(config, out, data_dir, progress, policy=policy, model=model)
 
 
 def check_choosable(max_clusters: int, num_clients: int, clients: str) -> None:
