@@ -69,6 +69,7 @@ Paper sentences and how they are read:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -389,6 +390,14 @@ def _set(indices: np.ndarray) -> frozenset[int]:
     return frozenset(int(i) for i in indices)
 
 
+# what dynamic_adjustment passes on to adjust_clusters (its own keywords apart)
+_ADJUSTMENT_KEYWORDS = frozenset(
+    name
+    for name, p in inspect.signature(adjust_clusters).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("normalize", "client_ids")
+)
+
+
 def dynamic_adjustment(
     points: object,
     labels: object,
@@ -402,7 +411,10 @@ def dynamic_adjustment(
     """Stage 2 of Algorithm 1 as Section 3.3 orders it: EM refinement of the initial clusters
     (:func:`em_refine`), then one split/merge pass (:func:`adjust_clusters`, which takes the
     keywords ``adjustment``: thresholds, singleton policy, previous splits, split method and
-    guards) on its labels. The thresholds are checked before EM runs."""
+    guards) on its labels. The keywords and thresholds are checked before EM runs."""
+    unknown = sorted(set(adjustment) - _ADJUSTMENT_KEYWORDS)
+    if unknown:
+        raise TypeError(f"dynamic_adjustment() got unexpected keyword(s): {', '.join(unknown)}")
     check_thresholds(
         adjustment.get("split_threshold", SPLIT_THRESHOLD),
         adjustment.get("merge_threshold", MERGE_THRESHOLD),

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from fedprune.algorithms.ascfl import split_merge
 from fedprune.algorithms.ascfl.split_merge import (
     adjust_clusters,
     bipartition,
@@ -183,3 +184,11 @@ def test_dynamic_adjustment_runs_em_then_split_merge():
 def test_split_threshold_must_exceed_merge_threshold():
     with pytest.raises(ConfigError, match="--split-threshold .* must be greater"):
         adjust_clusters(THREE, [0, 0, 1, 1, 2, 2], split_threshold=0.2, merge_threshold=0.2)
+
+
+def test_dynamic_adjustment_refuses_an_unknown_keyword_before_em(monkeypatch):
+    ran = []
+    monkeypatch.setattr(split_merge, "em_refine", lambda *a, **k: ran.append(1))
+    with pytest.raises(TypeError, match="split_treshold"):
+        dynamic_adjustment(THREE, [0, 0, 1, 2, 2, 2], split_treshold=0.5)
+    assert not ran
