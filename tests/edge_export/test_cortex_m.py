@@ -54,10 +54,10 @@ def toolchain(tflm_tree):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, every_format_export):
     from tests.edge_export.test_export import _micro_export
 
-    return _micro_export(tmp_path_factory, "1", "int8,int8-float-head")
+    return _micro_export(tmp_path_factory, every_format_export, "1", "int8,int8-float-head")
 
 
 def _project(exported, fmt: str):

@@ -68,12 +68,15 @@ def _fedavg_run(root):
     return run.path, data_dir, model, data
 
 
-def _micro_export(tmp_path_factory, clients: str, formats: str) -> tuple[Path, list[dict]]:
-    """A trained FedAvg run's ``clients`` exported as ``formats`` with ``--micro``: the export
-    folder and its ``export_report.json``."""
+def _micro_export(
+    tmp_path_factory, every_format_export, clients: str, formats: str
+) -> tuple[Path, list[dict]]:
+    """The trained FedAvg run of ``conftest.every_format_export`` (made once per test run, only
+    read here): its ``clients`` exported as ``formats`` with ``--micro``: the export folder and
+    its ``export_report.json``."""
+    run_dir, data_dir, _, _ = every_format_export
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FEDPRUNE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        run_dir, data_dir, _, _ = _fedavg_run(tmp_path_factory.mktemp("fedavg"))
         out = tmp_path_factory.mktemp("export")
         args = [str(run_dir), "--clients", clients, "--formats", formats, "--micro"]
         assert main(args + ["--out", str(out), "--data-dir", str(data_dir), "--no-progress"]) == 0

@@ -140,11 +140,11 @@ def test_its_host_build_shares_the_int8_projects_objects(float_head_project, tmp
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, every_format_export):
     """Client 1 of a trained FedAvg run exported as int8-float-head with ``--micro``."""
     from tests.edge_export.test_export import _micro_export
 
-    return _micro_export(tmp_path_factory, "1", "int8-float-head")
+    return _micro_export(tmp_path_factory, every_format_export, "1", "int8-float-head")
 
 
 @pytest.mark.slow

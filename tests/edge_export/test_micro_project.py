@@ -245,11 +245,11 @@ def test_the_makefile_names_the_missing_tree(small_project):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, every_format_export):
     """Clients 1 and 2 of a trained FedAvg run exported as int8 with ``--micro``."""
     from tests.edge_export.test_export import _micro_export
 
-    return _micro_export(tmp_path_factory, "1,2", "int8")
+    return _micro_export(tmp_path_factory, every_format_export, "1,2", "int8")
 
 
 @pytest.mark.slow
