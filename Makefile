@@ -11,7 +11,7 @@ export FEDPRUNE_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 REPRODUCE = mkdir -p "$(or $(FEDPRUNE_DATA_DIR),data)" && $(BIN)/fedprune reproduce
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast test-stacked lint format bench reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick reproduce-score-ablation reproduce-score-ablation-quick reproduce-phases reproduce-phases-quick reproduce-finetune reproduce-finetune-quick reproduce-noniid reproduce-noniid-quick reproduce-ascfl reproduce-ascfl-quick reproduce-fedhire reproduce-fedhire-quick reproduce-autok reproduce-autok-quick reproduce-device reproduce-device-quick clean
+.PHONY: help install test test-fast test-stacked lint format bench bench-cortex-m reproduce-table2 reproduce-table2-quick reproduce-fedcref reproduce-fedcref-quick reproduce-score-ablation reproduce-score-ablation-quick reproduce-phases reproduce-phases-quick reproduce-finetune reproduce-finetune-quick reproduce-noniid reproduce-noniid-quick reproduce-ascfl reproduce-ascfl-quick reproduce-fedhire reproduce-fedhire-quick reproduce-autok reproduce-autok-quick reproduce-device reproduce-device-quick clean
 
 help: ## show this help
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-24s %s\n", $$1, $$2}'
@@ -55,6 +55,9 @@ bench: install ## distance to the hardware (zero-overhead bound, tuned peer roun
 	$(BIN)/python experiments/bench_finetune.py
 	$(BIN)/python experiments/bench_fedhire.py
 	$(BIN)/python experiments/bench_startup.py
+
+bench-cortex-m: install ## a client's Cortex-M4 build under QEMU: CMSIS-NN vs TFLM's reference kernels (needs the Arm toolchain)
+	$(BIN)/python experiments/bench_cortex_m.py
 
 reproduce-device: install ## pruning on the device: accuracy vs int8 size, arena, LiteRT, Cortex-M, 5 seeds -> results/device.*
 	$(REPRODUCE) device --jobs auto
