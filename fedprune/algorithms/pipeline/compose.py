@@ -143,11 +143,15 @@ class PipelineRun(PersonalRun[PipelineConfig], family=PipelineConfig):
     takes = ("policy", "model")
     at_most_clients = ("clusters", "clients_per_round")
 
+    def check_counts(self, num_clients: int, where: str) -> None:
+        """``--clusters auto``'s K first (:func:`check_choosable`), then the counts."""
+        if self.config.clusters == AUTO:
+            check_choosable(self.config.max_clusters, num_clients, f"{where}'s clients")
+        super().check_counts(num_clients, where)
+
     def __init__(self, config: PipelineConfig, inputs: Inputs):
         super().__init__(config, inputs)
-        model, policy, where = self.keras, inputs.get("policy"), dataset_label(config.dataset)
-        if config.clusters == AUTO:
-            check_choosable(config.max_clusters, self.data.num_clients, f"{where}'s clients")
+        model, policy = self.keras, inputs.get("policy")
         self.flags = prunable_mask_flags(model)  # every prunable kernel
         self.scope = scope_flags(model, config.prune_layers)  # those the policy prunes
         check_block(model, self.scope, config.block)
