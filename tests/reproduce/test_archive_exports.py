@@ -4,18 +4,9 @@ finished run exported, without the model files."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-
-
-def _archive_module():
-    spec = importlib.util.spec_from_file_location("archive_runs", EXPERIMENTS / "archive_runs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.reproduce.test_measured import _archive_module
 
 
 def test_an_export_keeps_its_report_and_records_but_no_model_files(tmp_path):
