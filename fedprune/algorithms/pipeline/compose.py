@@ -141,7 +141,9 @@ class PipelineRun(PersonalRun[PipelineConfig], family=PipelineConfig):
     and the summary (the module text)."""
 
     takes = ("policy", "model")
-    at_most_clients = ("clusters", "clients_per_round")
+    # clients_per_round is checked after the model's and the masks' checks (end of prepare),
+    # so a configuration failing both names the masks first, as it always has
+    at_most_clients = ("clusters",)
 
     def check_counts(self, num_clients: int, where: str) -> None:
         """``--clusters auto``'s K first (:func:`check_choosable`), then the counts."""
@@ -164,6 +166,8 @@ class PipelineRun(PersonalRun[PipelineConfig], family=PipelineConfig):
             sparsity = max(config.start_sparsity, config.target_sparsity)
             check_layerwise(model, self.scope, config.budget, config.block, sparsity)
         self.policy = policy
+        where = f"{dataset_label(config.dataset)}'s clients"
+        check_at_most("clients_per_round", config.clients_per_round, self.data.num_clients, where)
 
     def start(self, run: RunDir) -> tuple[PipelineAlgorithm, int]:
         config, data = self.config, self.data
