@@ -26,54 +26,45 @@ from fedprune.algorithms.pipeline.phases import (
     recluster_step,
 )
 from fedprune.algorithms.pipeline.policies import policy_of
-from fedprune.algorithms.pipeline.policy import MaskPolicy, with_structure
+from fedprune.algorithms.pipeline.policy import MaskPolicy
 from fedprune.algorithms.pipeline.recluster import ReclusterRule
-from fedprune.algorithms.pipeline.scope import check_block, check_layerwise, kernel_layer_names
+from fedprune.algorithms.pipeline.scope import PrunedKernels
 from fedprune.algorithms.pipeline.state import PipelineState, saved_clusters
 from fedprune.checks import check_at_most
 from fedprune.configs.har import AUTO
 from fedprune.configs.pipeline import PipelineConfig
 from fedprune.configs.protocol import dataset_label
 from fedprune.data.partition import FederatedData
-from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.compose import Inputs, write_clustering
 from fedprune.engine.held_out import HeldOut
 from fedprune.engine.loop import Algorithm, RoundsResult, Schema, Step
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.spec import ModelSpec
 from fedprune.models.user import UserModel
-from fedprune.privacy.local import UploadNoise
 from fedprune.runs import RunDir, artefacts, names
 from fedprune.runs.files import RETRAIN
 from fedprune.runs.finished import FinishedRun
 from fedprune.sparsity import masks as M
-from fedprune.sparsity import structured as S
-from fedprune.sparsity.layers import (
-    kernel_flags,
-    merge,
-    prunable_mask_flags,
-    scope_flags,
-    select,
-)
+from fedprune.sparsity.layers import kernel_flags, merge, select
 
 
 class PipelineAlgorithm(Algorithm[PipelineState]):
     """The pipeline's rounds on the shared loop: rounds 1..T0 Phase 1, round T0 + 1 the
     clustering, then Phases 2-3 (with ``--recluster split-merge`` a pass before every
     ``--recluster-every``-th of their rounds), each followed by the held-out accuracy where
-    due; the state and its checkpoint are :class:`PipelineState`'s."""
+    due; the state and its checkpoint are :class:`PipelineState`'s, the summary's record of
+    the rounds :meth:`record`."""
 
     total_option = "--phases"
 
     def __init__(
-        self,
-        config: PipelineConfig,
-        rounds: PipelineRounds,
-        init: list[np.ndarray],
-        num_clients: int,
+        self, config: PipelineConfig, spec: ModelSpec, data: FederatedData, kernels: PrunedKernels
     ):
-        """``init``: the model's initial trainable weights; ``num_clients``: the data's."""
-        self.config, self.rounds, self.init, self.num_clients = config, rounds, init, num_clients
+        """The rounds of ``config`` on ``data``'s clients from ``spec``'s initial weights,
+        masking ``kernels`` (:meth:`PipelineRounds.of`)."""
+        self.config, self.kernels, self.num_clients = config, kernels, data.num_clients
+        init = self.init = [np.asarray(w) for w in spec.initial_weights().trainable]
+        self.rounds = rounds = PipelineRounds.of(config, spec, data, kernels, init)
         t0, t1, t2 = config.phases
         self.total = t0 + 1 + t1 + t2
         self.n_params = int(sum(w.size for w in init))
@@ -132,6 +123,21 @@ class PipelineAlgorithm(Algorithm[PipelineState]):
             state.check_chosen(self.config.max_clusters)
         return state
 
+    def record(self, state: PipelineState, cluster_of: Mapping[int, int]) -> dict:
+        """The summary's entries of the rounds that ended in ``state`` (``cluster_of``: each
+        client's cluster): the phases, the prunable weights, the clusters
+        (:meth:`PipelineState.cluster_record`), the clustering uploads' privacy
+        (:meth:`PipelineRounds.upload_privacy`), the masks' statistics
+        (:meth:`PrunedKernels.summary`) and the communication."""
+        return {
+            "phases": list(self.config.phases),
+            "prunable_params": self.rounds.n_prunable,
+            **state.cluster_record(self.auto, self.recluster is not None),
+            **self.rounds.upload_privacy(state),
+            **self.kernels.summary(state.cluster_m, cluster_of, self.init),
+            **state.accounts.summary(),
+        }
+
 
 class PipelineRun(PersonalRun[PipelineConfig], family=PipelineConfig):
     """A pipeline run for the composer (:mod:`fedprune.engine.compose`): every check of the
@@ -153,92 +159,31 @@ class PipelineRun(PersonalRun[PipelineConfig], family=PipelineConfig):
 
     def __init__(self, config: PipelineConfig, inputs: Inputs):
         super().__init__(config, inputs)
-        model, policy = self.keras, inputs.get("policy")
-        self.flags = prunable_mask_flags(model)  # every prunable kernel
-        self.scope = scope_flags(model, config.prune_layers)  # those the policy prunes
-        check_block(model, self.scope, config.block)
-        self.graph = None
-        if config.structure == "filters":  # whole filters and units (fedprune.sparsity.structured)
-            self.graph = S.unit_graph(model, self.scope)
-            structured = S.StructuredMasks(self.graph, config.budget)
-            policy = with_structure(policy, config.method, structured)
-        elif config.phases[2] > 0:
-            sparsity = max(config.start_sparsity, config.target_sparsity)
-            check_layerwise(model, self.scope, config.budget, config.block, sparsity)
-        self.policy = policy
+        self.kernels = PrunedKernels.checked(self.keras, config, inputs.get("policy"))
         where = f"{dataset_label(config.dataset)}'s clients"
         check_at_most("clients_per_round", config.clients_per_round, self.data.num_clients, where)
 
     def start(self, run: RunDir) -> tuple[PipelineAlgorithm, int]:
-        config, data = self.config, self.data
-        init = [np.asarray(w) for w in self.spec.initial_weights().trainable]
-        rounds = PipelineRounds(
-            spec=self.spec,
-            clients={c.client_id: c for c in data.clients},
-            flags=self.flags,
-            scope=self.scope,
-            n_prunable=int(sum(w.size for w in select(init, self.flags))),
-            clusters=config.clusters,
-            clients_per_round=config.clients_per_round,
-            batch_size=config.batch_size,
-            seed=config.seed,
-            training=LocalTraining(
-                config.local_epochs, config.learning_rate, config.prox, masked=True
-            ),
-            policy=self.policy,
-            max_clusters=config.max_clusters,
-            signal=config.cluster_signal,
-            upload_noise=(
-                UploadNoise(config.cluster_signal_noise, config.cluster_signal_clip)
-                if config.cluster_signal_noise > 0
-                else None
-            ),
-        )
-        self.algorithm = PipelineAlgorithm(config, rounds, init, data.num_clients)
+        self.algorithm = PipelineAlgorithm(self.config, self.spec, self.data, self.kernels)
         return self.algorithm, self.algorithm.total
 
     def summary(self, run: RunDir, result: RoundsResult[PipelineState]) -> dict:
-        config, model, algorithm = self.config, self.keras, self.algorithm
-        state, flags, scope, rounds = result.state, self.flags, self.scope, algorithm.rounds
-        ids = rounds.ids
+        config, algorithm, state = self.config, self.algorithm, result.state
+        ids = algorithm.rounds.ids
         cluster_of = state.cluster_of(ids)
         choice = state.choice  # how --clusters auto chose K (a dataclass, else None)
         record = choice and choice.file_record(config.cluster_signal, config.max_clusters)
         write_clustering(run, cluster_of, state.cluster_w, record)
         if algorithm.recluster is not None:
             artefacts.write_reclusters(run.path, [e.record(ids) for e in state.reclusters])
-        kernel_masks = {c: select(m, flags) for c, m in state.cluster_m.items()}
+        kernel_masks = self.kernels.kernel_masks(state.cluster_m)
         artefacts.write_masks(run.path, kernel_masks)
         # Phase 4: every client fine-tunes its cluster's masked model under the mask (Eq. 12)
-        start = cluster_starts(state.cluster_w, kernel_masks, cluster_of, flags)
+        start = cluster_starts(state.cluster_w, kernel_masks, cluster_of, self.kernels.flags)
         personal = self.personalize(run, *start, pruned=True)
-        kernel_names = kernel_layer_names(model, flags)
         return {
             **self.har_summary(result, algorithm.n_params),  # wall_s: with the fine-tuning
-            "phases": list(config.phases),
-            "prunable_params": rounds.n_prunable,
-            "clusters": {str(c): int(np.sum(state.assignment == c)) for c in range(state.clusters)},
-            **({"clusters_chosen": state.clusters} if algorithm.auto else {}),
-            **(recluster_summary(state) if algorithm.recluster is not None else {}),
-            **_upload_privacy(rounds, state),
-            "cluster_sparsity": {str(c): M.sparsity(m) for c, m in kernel_masks.items()},
-            "prune_layers": kernel_layer_names(model, scope),
-            "pruned_params": int(sum(w.size for w in select(algorithm.init, scope))),
-            "sparsity_pruned_layers": float(
-                np.mean([M.sparsity(select(state.cluster_m[cluster_of[i]], scope)) for i in ids])
-            ),
-            "layer_sparsity": {
-                str(c): {n: M.sparsity([k]) for n, k in zip(kernel_names, m)}
-                for c, m in kernel_masks.items()
-            },
-            **(
-                {}
-                if self.graph is None
-                else S.summary(
-                    self.graph, {c: select(m, scope) for c, m in state.cluster_m.items()}
-                )
-            ),
-            **state.accounts.summary(),
+            **algorithm.record(state, cluster_of),
             **personal,
         }
 
@@ -278,29 +223,6 @@ def check_choosable(max_clusters: int, num_clients: int, clients: str) -> None:
         num_clients - 1,
         f"{clients} - 1: the silhouette scores K up to N - 1",
     )
-
-
-def _upload_privacy(rounds: PipelineRounds, state: PipelineState) -> dict:
-    """``summary.json``'s ``cluster_signal_privacy`` with ``--cluster-signal-noise``: the
-    noise and each client's (ε, δ) over its uploads (the clustering step and every
-    split/merge pass; :mod:`fedprune.privacy.local`)."""
-    if rounds.upload_noise is None or rounds.clusters == 1:
-        return {}
-    passes = 1 + len(state.reclusters)
-    return {"cluster_signal_privacy": rounds.upload_noise.record(passes)}
-
-
-def recluster_summary(state: PipelineState) -> dict:
-    """``summary.json``'s record of ``--recluster split-merge``: K after the clustering step
-    (``clusters_initial``) and at the end (``clusters_final``), how many passes ran and how
-    many changed the clusters (``reclusters.json`` has each)."""
-    events = state.reclusters
-    return {
-        "clusters_initial": events[0].k_before if events else state.clusters,
-        "clusters_final": state.clusters,
-        "recluster_passes": len(events),
-        "recluster_changes": sum(1 for e in events if (e.splits() or e.merges())),
-    }
 
 
 def run_method(

@@ -36,9 +36,11 @@ from fedprune.algorithms.pipeline.recluster import (
     event_of,
     regroup_models,
 )
+from fedprune.algorithms.pipeline.scope import PrunedKernels
 from fedprune.algorithms.pipeline.state import PipelineState
 from fedprune.configs.har import AUTO
-from fedprune.data.partition import ClientData
+from fedprune.configs.pipeline import PipelineConfig
+from fedprune.data.partition import ClientData, FederatedData
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.clustered import build_clustered_round, run_clustered_round
 from fedprune.engine.held_out import COLUMN, HeldOut
@@ -74,9 +76,51 @@ class PipelineRounds:
     upload_noise: UploadNoise | None = None
     _built: dict = dataclasses.field(default_factory=dict, repr=False)
 
+    @classmethod
+    def of(
+        cls,
+        config: PipelineConfig,
+        spec: ModelSpec,
+        data: FederatedData,
+        kernels: PrunedKernels,
+        init: list[np.ndarray],
+    ) -> PipelineRounds:
+        """The rounds of ``config`` on ``data``'s clients with ``spec``'s model (``init``: its
+        initial trainable weights), masking ``kernels`` with their policy: local training
+        under the masks, and with ``--cluster-signal-noise`` the clustering uploads' noise
+        (:class:`~fedprune.privacy.local.UploadNoise`)."""
+        noise = config.cluster_signal_noise
+        return cls(
+            spec=spec,
+            clients={c.client_id: c for c in data.clients},
+            flags=kernels.flags,
+            scope=kernels.scope,
+            n_prunable=int(sum(w.size for w in select(init, kernels.flags))),
+            clusters=config.clusters,
+            clients_per_round=config.clients_per_round,
+            batch_size=config.batch_size,
+            seed=config.seed,
+            training=LocalTraining(
+                config.local_epochs, config.learning_rate, config.prox, masked=True
+            ),
+            policy=kernels.policy,
+            max_clusters=config.max_clusters,
+            signal=config.cluster_signal,
+            upload_noise=UploadNoise(noise, config.cluster_signal_clip) if noise > 0 else None,
+        )
+
     @property
     def ids(self) -> list[int]:
         return sorted(self.clients)
+
+    def upload_privacy(self, state: PipelineState) -> dict:
+        """``summary.json``'s ``cluster_signal_privacy`` with ``--cluster-signal-noise``: the
+        noise and each client's (ε, δ) over its uploads (the clustering step and every
+        split/merge pass of ``state``; :mod:`fedprune.privacy.local`)."""
+        if self.upload_noise is None or self.clusters == 1:
+            return {}
+        passes = 1 + len(state.reclusters)
+        return {"cluster_signal_privacy": self.upload_noise.record(passes)}
 
     @functools.cached_property
     def fedavg_process(self) -> tff.learning.templates.LearningProcess:

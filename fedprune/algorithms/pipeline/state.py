@@ -133,6 +133,29 @@ class PipelineState:
                 f"--max-clusters {max_clusters})"
             )
 
+    def cluster_record(self, chosen: bool, reclustered: bool) -> dict:
+        """``summary.json``'s record of the clusters: each one's number of clients
+        (``clusters``); where the run chose K (``chosen``: ``--clusters auto``) that K
+        (``clusters_chosen``); where it split and merged them (``reclustered``: ``--recluster
+        split-merge``) :meth:`recluster_record`."""
+        return {
+            "clusters": {str(c): int(np.sum(self.assignment == c)) for c in range(self.clusters)},
+            **({"clusters_chosen": self.clusters} if chosen else {}),
+            **(self.recluster_record() if reclustered else {}),
+        }
+
+    def recluster_record(self) -> dict:
+        """``summary.json``'s record of ``--recluster split-merge``: K after the clustering
+        step (``clusters_initial``) and at the end (``clusters_final``), how many passes ran
+        and how many changed the clusters (``reclusters.json`` has each)."""
+        events = self.reclusters
+        return {
+            "clusters_initial": events[0].k_before if events else self.clusters,
+            "clusters_final": self.clusters,
+            "recluster_passes": len(events),
+            "recluster_changes": sum(1 for e in events if (e.splits() or e.merges())),
+        }
+
     def cluster_of(self, ids: list[int]) -> dict[int, int]:
         """Client id -> cluster (``ids`` in the order of :attr:`assignment`)."""
         assert self.assignment is not None
