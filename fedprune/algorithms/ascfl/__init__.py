@@ -19,7 +19,8 @@ The methods are composed from these: :mod:`.server` -- the server's steps of a r
 from its configuration class; :mod:`.compose` -- the clustered round, the same for every
 rule, on the shared round loop; :mod:`.auto_clusters` -- ``--clusters auto`` of CFL with a
 fixed K and IFCA (K and the first clusters from a one-shot pass, by CA-AFP's silhouette
-rule); :mod:`.experiment` -- a run (data, model, rule).
+rule); :mod:`.federation` -- a run's clients (built or given, numbered, counted);
+:mod:`.experiment` -- a run (data, model, rule).
 
 The plain-text copy of the paper lost every equation body; each reading below is the
 sentence it reads, then the choice (the module docstrings give details and options):

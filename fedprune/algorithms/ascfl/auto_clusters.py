@@ -90,6 +90,11 @@ class ChosenStart:
     def k(self) -> int:
         return self.choice.chosen
 
+    def file_record(self, max_clusters: int) -> dict:
+        """``cluster_choice.json``: the choice made on the clients' updates, K tried up to
+        ``max_clusters`` (:meth:`.ClusterChoice.file_record`)."""
+        return self.choice.file_record("update", max_clusters)
+
 
 def pass_signals(
     config: ClusteredImageConfig, spec: ModelSpec, fed: RotatedFederatedData

@@ -43,6 +43,7 @@ from fedprune.engine import per_client
 from fedprune.engine.loop import Algorithm, Schema, Step
 from fedprune.engine.per_client import ClientUpdates
 from fedprune.models.spec import ModelSpec
+from fedprune.privacy import accounting
 
 Weights = list[np.ndarray]
 MB = 1e6
@@ -62,6 +63,11 @@ class ClusterState:
     # per client id: absent when Stage 1 formed the clusters and not placed since (late)
     late: np.ndarray | None = None
     choice: ClusterChoice | None = None
+
+    def by_client_id(self, ids: Sequence[int]) -> dict[int, int]:
+        """Each client's cluster by the client's own id (``ids``, in client order), as
+        ``clusters.json`` names them."""
+        return dict(zip(map(int, ids), map(int, self.cluster_of), strict=True))
 
     def to_checkpoint(self) -> tuple[dict, dict]:
         tensors = len(self.models[0])
@@ -216,6 +222,10 @@ class ClusterRule(Protocol):
         """Whether a client that did not report follows its cluster when the rule renumbers
         the clusters (else it keeps its model's index: the rule keeps the models in place)."""
 
+    @property
+    def params(self) -> int:
+        """Trainable parameters of the model (floats of one full update)."""
+
     def initial_models(self) -> list[Weights]:
         """The cluster models the run starts with."""
 
@@ -314,14 +324,15 @@ class ClusteredRounds(Algorithm[ClusterState]):
         config: ClusteredImageConfig,
         rule: ClusterRule,
         fed: RotatedFederatedData,
-        pass_mb: float = 0.0,
         start: ChosenStart | None = None,
     ):
-        """``pass_mb``: the traffic (MB each way) of the one-shot pass before round 1
-        (``--clusters auto``, :mod:`.auto_clusters`), counted in round 1's columns;
-        ``start``: that pass's choice and first clusters (``rule`` built with its K)."""
-        self.config, self.rule, self.fed = config, rule, fed
-        self.pass_mb, self.start = pass_mb, start
+        """``start``: the choice and first clusters of the one-shot pass before round 1
+        (``--clusters auto``, :mod:`.auto_clusters`; ``rule`` built with its K), whose
+        traffic (every client's full update up and the model down, MB each way:
+        ``pass_mb``) round 1's columns count. ``params``: the model's trainable parameters."""
+        self.config, self.rule, self.fed, self.start = config, rule, fed, start
+        self.params = rule.params
+        self.pass_mb = 4 * self.params * config.num_clients / MB if start is not None else 0.0
         spec = rule.spec
         # One computation for the whole run, traced before the evaluator's Keras model exists
         # (tracing in a TF graph invalidates Keras models built before it): the server's
@@ -450,3 +461,15 @@ def full_traffic(
         "uplink_lowrank_mb": "",
         "downlink_mb": round(4 * params * (reporting + received_every_model * (k - 1)) / MB, 6),
     }
+
+
+def privacy_record(config: ClusteredImageConfig, rounds: int) -> dict:
+    """The summary's ``privacy`` where the run adds noise (else nothing): the client-level
+    (ε, δ) of its ``rounds`` noisy aggregations at δ = :data:`DELTA`, each round sampling
+    the clients that report (:func:`fedprune.privacy.accounting.privacy_spent`)."""
+    if config.noise_multiplier <= 0:
+        return {}
+    spent = accounting.privacy_spent(
+        config.noise_multiplier, rounds, DELTA, sampling_rate=1.0 - config.client_dropout
+    )
+    return {"privacy": {"epsilon": float(spent.epsilon), "delta": DELTA}}

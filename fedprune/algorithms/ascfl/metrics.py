@@ -18,6 +18,9 @@ Paper sentences and how they are read:
   first round (1-based) whose accuracy is ``>= 0.9 * max`` over the run
   (:func:`rounds_to_fraction_of_peak`); :func:`rounds_to_accuracy` is the other reading (an
   absolute accuracy of 0.90).
+
+A run's summary of its rounds (:func:`rounds_summary`, :func:`lowrank_uplink`) is read from
+its ``metrics.csv`` rows.
 """
 
 from __future__ import annotations
@@ -135,3 +138,46 @@ def rounds_to_fraction_of_peak(accuracies: object, fraction: float = 0.9) -> int
     checks.check_range("peak_fraction", fraction, 0, 1, low_open=True)
     acc = _accuracies(accuracies)
     return int(rounds_to_accuracy(acc, min(1.0, fraction * float(acc.max()))))
+
+
+def rounds_summary(rows: Sequence[Mapping], chosen: int | None, params: int) -> dict:
+    """What a run's summary says of its rounds, from its ``metrics.csv`` ``rows`` (one per
+    round, as read back): the final and peak mean client accuracy, the rounds to 90 % of the
+    peak, the last round's clusters (and, with ``--clusters auto``, the K ``chosen`` before
+    round 1), its ARI (``None`` without ground-truth groups), the mean stability of rounds 2
+    on (1.0 with one round), the MB up and down over all rounds, the model's ``params``
+    (the floats of one full update) and the run's wall seconds.
+
+    >>> row = dict(acc="0.5", clusters="2", ari="", stability="1.0", uplink_mb="1.5",
+    ...            downlink_mb="0.5", wall_s="3.0")
+    >>> rounds_summary([row, {**row, "acc": "0.8"}], None, 10)["rounds_to_90pct_peak"]
+    2
+    """
+    accs = [float(r["acc"]) for r in rows]
+    last = rows[-1]
+    return {
+        "final_acc": accs[-1],
+        "peak_acc": max(accs),
+        "rounds_to_90pct_peak": rounds_to_fraction_of_peak(accs, 0.9),
+        "clusters": int(last["clusters"]),
+        **({"clusters_chosen": chosen} if chosen is not None else {}),
+        "ari": float(last["ari"]) if last["ari"] != "" else None,
+        "mean_stability": float(np.mean([float(r["stability"]) for r in rows[1:]] or [1.0])),
+        "uplink_mb": float(sum(float(r["uplink_mb"]) for r in rows)),
+        "downlink_mb": float(sum(float(r["downlink_mb"]) for r in rows)),
+        "params": params,
+        "wall_s": float(last["wall_s"]),
+    }
+
+
+def lowrank_uplink(rows: Sequence[Mapping]) -> dict:
+    """``uplink_lowrank_mb``, the MB up over all rounds with the low-rank step, where a round
+    of ``rows`` took it (else nothing): the rounds without it (the FedAvg warm-up) upload
+    the full update."""
+    if not any(r.get("uplink_lowrank_mb") for r in rows):
+        return {}
+    return {
+        "uplink_lowrank_mb": float(
+            sum(float(r.get("uplink_lowrank_mb") or r["uplink_mb"]) for r in rows)
+        )
+    }

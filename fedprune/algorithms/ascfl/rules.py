@@ -1,6 +1,7 @@
 """AS-CFL and the baselines the paper compares it with (§4.1), each a rule of the shared
 clustered round (:class:`.compose.ClusterRule`), built from its own configuration
-(:func:`rule_of`):
+(:func:`rule_of`; a run's, with ``--clusters auto`` on the start the one-shot pass chose:
+:func:`started_rule`):
 
 * :class:`ASCFLRule` -- AS-CFL (Algorithm 1): the clients' update similarity (low-rank),
   clusters grown by the positive incentive (Stage 1), EM and split/merge by ``G_k``
@@ -61,7 +62,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from fedprune.algorithms.ascfl import cfl, server, similarity, split_merge
+from fedprune.algorithms.ascfl import auto_clusters, cfl, server, similarity, split_merge
+from fedprune.algorithms.ascfl.auto_clusters import ChosenStart
 from fedprune.algorithms.ascfl.compose import (
     MB,
     Choice,
@@ -74,7 +76,9 @@ from fedprune.algorithms.ascfl.compose import (
 )
 from fedprune.configs.ascfl import CFLConfig, CFLFixedConfig, ClusteredImageConfig, IFCAConfig
 from fedprune.configs.har import AUTO
+from fedprune.data.rotated_partition import RotatedFederatedData
 from fedprune.models.spec import ModelSpec
+from fedprune.runs import RunDir
 
 Weights = list[np.ndarray]
 
@@ -469,3 +473,14 @@ def rule_of(
                 rule = dataclasses.replace(rule, from_cut=True)
             return rule
     raise TypeError(f"{type(config).__name__} is not a clustered-FL configuration")
+
+
+def started_rule(
+    config: ClusteredImageConfig, spec: ModelSpec, fed: RotatedFederatedData, run: RunDir
+) -> tuple[ClusterRule, ChosenStart | None]:
+    """The rule of a run of ``config`` in ``run`` (:func:`rule_of`) and, with ``--clusters
+    auto``, the start it is built on: K and the first clusters, from the checkpoint of a
+    resumed run, else from the one-shot pass over ``fed`` (:func:`.auto_clusters.settle`);
+    ``None`` with ``--clusters K``."""
+    start = auto_clusters.settle(config, spec, fed, run) if config.clusters == AUTO else None
+    return rule_of(config, spec, None if start is None else start.k), start

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from fedprune.algorithms.ascfl import experiment
+from fedprune.algorithms.ascfl import experiment, federation
 from fedprune.algorithms.ascfl.compose import reporting
 from fedprune.algorithms.ascfl.experiment import run_clustered_images
 from fedprune.configs.ascfl import (
@@ -191,7 +191,7 @@ def test_a_given_federation_and_model_are_used_instead_of_loading(
     def no_loading(*_args):
         raise AssertionError("the federation was given")
 
-    monkeypatch.setattr(experiment, "build_federation", no_loading)
+    monkeypatch.setattr(federation, "build_federation", no_loading)
     given = run_clustered_images(
         config, tmp_path / "given", federation=fed, spec=spec, progress=False
     )
