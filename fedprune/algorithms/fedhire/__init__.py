@@ -23,6 +23,8 @@ The runs (these import TensorFlow, so the package does not import them):
 * :mod:`.fedkmeans` -- multi-round federated k-means on TFF (the iterative baseline).
 * :mod:`.clusterers` -- Fed-HIRE, k-FED and federated k-means as clusterers, one class each,
   each built from its own configuration (:mod:`fedprune.configs.fedhire`).
+* :mod:`.client_objects` -- a run's clients' objects (the table loaded and split, or taken
+  split, checked, ``k*`` settled) and a clusterer's labels of them: scores, files, summary.
 * :mod:`.experiment` -- the runner shared by all clusterers: load and split the table (or
   take it split), cluster, score, write the run directory.
 

@@ -13,7 +13,8 @@ the labels are scored against the classes. :func:`run_fedhire` runs the clustere
 for its configuration's class (:meth:`~fedprune.configs.fedhire.FedHireConfig.clusterer`).
 Labels enter only the paper partition (as the paper's) and the evaluation, never a
 clusterer. Either is :class:`ClusteringRun` on the run composer
-(:mod:`fedprune.engine.compose`), without rounds.
+(:mod:`fedprune.engine.compose`), without rounds; the clients' objects and their labels are
+:mod:`.client_objects`'.
 
 Files: ``config.json``, ``metrics.csv`` (one row: the indices), ``labels.npz`` (each client's
 predicted labels ``client<l>`` and row indices ``rows<l>``, ``l`` = 0 .. L-1 in client order)
@@ -30,59 +31,29 @@ run either finished (its summary is returned) or is run again from the start.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
-import numpy as np
-
-from fedprune.algorithms.fedhire import metrics
-from fedprune.algorithms.fedhire.algorithm import check_client_data
+from fedprune.algorithms.fedhire.client_objects import ClientObjects
 from fedprune.algorithms.fedhire.clusterers import Clusterer
 from fedprune.configs.fedhire import FedHireConfig
 from fedprune.configs.protocol import is_user_file
 from fedprune.data.registry import tabular_recipe
-from fedprune.data.table_partition import FederatedSplit, make_split
-from fedprune.data.tables import read_table_npz
-from fedprune.data.uci_tabular import load_tabular
+from fedprune.data.table_partition import FederatedSplit
 from fedprune.engine.compose import Inputs, RunPlan
-from fedprune.errors import ConfigError
 from fedprune.runs import RunDir, names
 from fedprune.runs.assigner import Assigner, normalization
 from fedprune.runs.deploy import DeployManifest
-from fedprune.runs.files import write_npz
-
-
-def load_federation(
-    config: FedHireConfig, data_dir: str | os.PathLike | None = None
-) -> tuple[FederatedSplit, int | None, tuple[int, ...] | None]:
-    """The table ``config.dataset`` split over the clients as ``config.partition`` says
-    (z-scored, :func:`~fedprune.data.table_partition.make_split`), the number of classes the
-    table names (the default ``k*``) and the clients' own ids (``None``: clients 0 .. L-1).
-    Your own ``.npz`` table (:mod:`fedprune.data.tables`) comes with its clients, in
-    ascending order of their ids, and is taken as it is (not z-scored), each client's rows
-    being their row numbers in your table (``labels.npz``'s ``rows<l>``); its number of
-    classes is that of the distinct ``y`` (``None`` without ``y``)."""
-    if is_user_file(config.dataset):
-        mine = read_table_npz(config.dataset)
-        rows = [np.flatnonzero(mine.client == c) for c in mine.clients]
-        split = FederatedSplit(rows, mine.x, mine.y)
-        classes = None if mine.y is None else int(np.unique(mine.y).size)
-        return split, classes, tuple(int(c) for c in mine.clients)
-    table = load_tabular(config.dataset, data_dir)
-    split = make_split(
-        config.dataset, table.x, table.y, config.partition, config.num_clients, config.seed
-    )
-    split = dataclasses.replace(split, columns=tuple(table.feature_names))
-    return split, table.num_classes, None
 
 
 class ClusteringRun(RunPlan[FedHireConfig], family=FedHireConfig):
     """A one-shot clustering run for the composer (:mod:`fedprune.engine.compose`): the
     table loaded and split (or given split, ``table``), its objects checked and ``k*``
-    settled; no rounds; the labels of the clusterer given (``clusterer``; default the one
-    the configuration's class names), their scores, ``labels.npz``, the assigner and the
-    summary. CPU and wall seconds count from the loading on."""
+    settled (:meth:`.client_objects.ClientObjects.of`); no rounds; the labels of the
+    clusterer given (``clusterer``; default the one the configuration's class names), their
+    scores, ``labels.npz``, the assigner and the summary
+    (:class:`.client_objects.LabelledObjects`). CPU and wall seconds count from the loading
+    on."""
 
     records_file = True
     takes = ("clusterer", "table")
@@ -91,53 +62,18 @@ class ClusteringRun(RunPlan[FedHireConfig], family=FedHireConfig):
         super().__init__(config, inputs)
         self.clusterer = inputs.get("clusterer") or config.clusterer()
         self.wall, self.cpu = time.perf_counter(), time.process_time()
-        table = inputs.get("table")
-        if table is None:
-            split, classes, self.ids = load_federation(config, inputs.data_dir)
-        else:
-            split, self.ids = table, None
-            classes = None if table.y is None else int(np.unique(table.y).size)
-        self.split = split
-        self.xs = check_client_data(split.client_x())
-        self.k_star = config.k_star or classes
-        if self.k_star is None:
-            raise ConfigError("--k-star is needed: the clients' table has no classes to count")
+        self.objects = ClientObjects.of(config, inputs.get("table"), inputs.data_dir)
 
     def summary(self, run: RunDir, result: None) -> dict:
-        config, split, xs, k_star = self.config, self.split, self.xs, self.k_star
-        clustered = self.clusterer.cluster(xs, k_star, config.seed)
-        predicted = list(clustered.labels)
-        y_pred = np.concatenate(predicted)
-        truth = split.client_y()
-        scores = {} if truth is None else metrics.evaluate(np.concatenate(truth), y_pred)
-        if scores:
-            run.append_metrics({"step": 1, **{k: round(v, 6) for k, v in scores.items()}})
-        write_npz(
-            run.path / names.LABELS,
-            {
-                **{f"client{i}": p for i, p in enumerate(predicted)},
-                **{f"rows{i}": r for i, r in enumerate(split.rows)},
-            },
-        )
-        deploy = {}
-        if clustered.assigner is not None:
-            assigner = clustered.assigner.with_encoding(split.mean, split.scale, split.columns)
-            assigner = assigner.with_objects(xs)
-            assigner.write(run.path)
-            deploy = {"deploy": assigner_manifest(config, assigner)}
+        config = self.config
+        labelled = self.objects.clustered(self.clusterer, config.seed)
+        assigner = labelled.write(run)
+        deploy = {} if assigner is None else {"deploy": assigner_manifest(config, assigner)}
         return {
             **self.summary_head(
                 {} if is_user_file(config.dataset) else {"partition": config.partition}
             ),
-            "clients": len(xs),
-            **({} if self.ids is None else {"client_ids": list(self.ids)}),
-            "objects": int(y_pred.size),
-            "k_star": k_star,
-            **scores,
-            "clusters_found": int(np.unique(y_pred).size),
-            **clustered.details,
-            "bytes_uploaded": int(clustered.bytes_uploaded),
-            "bytes_downloaded": int(clustered.bytes_downloaded),
+            **labelled.record(),
             "cpu_s": time.process_time() - self.cpu,
             "wall_s": time.perf_counter() - self.wall,
             **deploy,
@@ -163,12 +99,13 @@ def run_clustering(
     :class:`~fedprune.data.table_partition.FederatedSplit`: ``rows``, one vector of
     row indices into ``x`` per client (every client needs at least 2 objects); ``x``, the
     table (n, d) of finite numbers, clustered as it is (the UCI tables are z-scored by
-    :func:`load_federation`; a given table is not); ``y``, each row's class (ground truth
-    for the scores only), or ``None``. ``FederatedSplit.from_clients`` builds one from one
-    array per client. With ``table`` nothing is loaded: ``config.dataset``, ``partition`` and
-    ``num_clients`` are only recorded, and ``k_star`` defaults to the number of distinct
-    classes in ``y`` (it must be set when ``y`` is ``None``). ``config.json`` records the
-    configuration, not the table, so a finished run in ``out`` is returned as it is.
+    :func:`.client_objects.load_federation`; a given table is not); ``y``, each row's class
+    (ground truth for the scores only), or ``None``. ``FederatedSplit.from_clients`` builds
+    one from one array per client. With ``table`` nothing is loaded: ``config.dataset``,
+    ``partition`` and ``num_clients`` are only recorded, and ``k_star`` defaults to the number
+    of distinct classes in ``y`` (it must be set when ``y`` is ``None``). ``config.json``
+    records the configuration, not the table, so a finished run in ``out`` is returned as it
+    is.
 
     Without classes (``y`` is ``None``) the run clusters as always and writes ``labels.npz``
     and ``summary.json`` without the four scores (``purity``, ``ari``, ``nmi``, ``acc``), and
