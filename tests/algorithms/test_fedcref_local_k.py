@@ -271,7 +271,7 @@ def test_own_table_chooses_the_known_k_records_and_resumes(tmp_path, tff_context
     # run b follow run a's community training in this process, which set TensorFlow's global
     # seed and so the shuffle order; a command-line run and its resumption each start in a
     # fresh process.)
-    from fedprune.algorithms.fedcref import experiment
+    from fedprune.algorithms.fedcref import clients
 
     def resume():
         return run_fedcref_experiment(config, tmp_path / "b", progress=False)
@@ -286,7 +286,7 @@ def test_own_table_chooses_the_known_k_records_and_resumes(tmp_path, tff_context
     def no_second_choice(*args, **kwargs):
         raise AssertionError("a resumed run chose K_i again")
 
-    monkeypatch.setattr(experiment, "choose_local_ks", no_second_choice)
+    monkeypatch.setattr(clients, "choose_local_ks", no_second_choice)
     resumed = resume()
     assert (
         resumed["iterations"] == summary["iterations"]

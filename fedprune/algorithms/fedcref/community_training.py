@@ -9,7 +9,8 @@ data-size-weighted mean, server SGD(1.0)), with communities trained concurrently
 Interpretation (not given in the paper): each community model starts from the same seeded
 initialization, and members run ``local_epochs`` (default 1) epochs of Adam per round. The
 autoencoder is the paper's or your own (``model``, a :class:`~fedprune.models.user.UserModel`
-building it from ``input_dim``).
+building it from ``input_dim``). The community models are what a finished run deploys
+(:func:`deploy_manifest`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow_federated as tff
 
+from fedprune.configs.fedcref import FedCRefRunConfig
+from fedprune.configs.protocol import is_user_file
 from fedprune.engine.client_work import LocalTraining
 from fedprune.engine.datasets import round_seed
 from fedprune.engine.local_loop import reconstruction_tensors
@@ -27,6 +30,8 @@ from fedprune.engine.process import build_learning_process
 from fedprune.engine.rounds import call_concurrently
 from fedprune.models.spec import AutoencoderSpec
 from fedprune.models.user import UserModel
+from fedprune.runs.deploy import DeployManifest, image_clients_recipe
+from fedprune.runs.names import COMMUNITY_MODELS
 
 
 class CommunityTrainer:
@@ -70,3 +75,29 @@ class CommunityTrainer:
             for g, members in enumerate(communities)
         ]
         return call_concurrently(calls) if calls else []
+
+
+def deploy_manifest(config: FedCRefRunConfig, input_dim: int) -> dict:
+    """The ``deploy`` manifest of a finished FedCRef run of ``config``
+    (:mod:`fedprune.runs.deploy`): its community autoencoders (``community_models.npz``, of
+    ``config.model`` on vectors of ``input_dim``) and the recipe of its clients' data, your
+    table's vectors as given (:func:`table_recipe`) or the simulated system's images scaled to
+    [0, 1]."""
+    mine = is_user_file(config.dataset)
+    return DeployManifest(
+        kind="community",
+        models=COMMUNITY_MODELS,
+        model=config.model,
+        input_shape=(input_dim,),
+        labels=None,
+        normalization="none (your vectors as given)" if mine else "pixels scaled to [0, 1]",
+        data=table_recipe(config) if mine else image_clients_recipe(config.recorded()),
+    ).to_json()
+
+
+def table_recipe(config: FedCRefRunConfig) -> dict:
+    """The deploy manifest's recipe of your table: the file and its SHA-256 (when known)."""
+    recipe = {"loader": "table", "dataset": config.dataset}
+    if config.dataset_sha256 is not None:
+        recipe["sha256"] = config.dataset_sha256
+    return recipe
