@@ -329,7 +329,8 @@ class ClusteredRounds(Algorithm[ClusterState]):
         """``start``: the choice and first clusters of the one-shot pass before round 1
         (``--clusters auto``, :mod:`.auto_clusters`; ``rule`` built with its K), whose
         traffic (every client's full update up and the model down, MB each way:
-        ``pass_mb``) round 1's columns count. ``params``: the model's trainable parameters."""
+        ``pass_mb``) round 1's columns count; ``params``: the model's trainable parameters,
+        which the run's summary records."""
         self.config, self.rule, self.fed, self.start = config, rule, fed, start
         self.params = rule.params
         self.pass_mb = 4 * self.params * config.num_clients / MB if start is not None else 0.0
@@ -467,7 +468,7 @@ def privacy_record(config: ClusteredImageConfig, rounds: int) -> dict:
     """The summary's ``privacy`` where the run adds noise (else nothing): the client-level
     (ε, δ) of its ``rounds`` noisy aggregations at δ = :data:`DELTA`, each round sampling
     the clients that report (:func:`fedprune.privacy.accounting.privacy_spent`)."""
-    if config.noise_multiplier <= 0:
+    if not config.noise_multiplier > 0:
         return {}
     spent = accounting.privacy_spent(
         config.noise_multiplier, rounds, DELTA, sampling_rate=1.0 - config.client_dropout
