@@ -89,6 +89,21 @@ def test_the_masks_remove_whole_filters_and_reach_the_target_in_units(runs):
     assert "probs" in summary["whole_layers"]
 
 
+def test_the_payload_sends_one_mask_bit_per_filter_and_unit(runs):
+    """Each sparse model transfer costs Eq. 13's bytes plus its mask: 160 bits (20 bytes) for
+    the model's filters and units, not one bit per kernel weight (about 11 KB)."""
+    _, cli, _ = runs
+    summary = json.loads((cli / "summary.json").read_text())
+    model = build_har_cnn((128, 9), 6, seed=0)
+    graph = S.unit_graph(model, prunable_mask_flags(model))
+    unit_bytes = -(-graph.n_units // 8)
+    weight_bytes = -(-sum(int(np.prod(s)) for s in graph.shapes) // 8)
+    by_kind = summary["comm_mb_payload_by_kind"], summary["comm_mb_eq13_by_kind"]
+    mask_bytes = round(1e6 * (by_kind[0]["models"] - by_kind[1]["models"]))
+    assert (graph.n_units, unit_bytes) == (160, 20)
+    assert 0 < mask_bytes < weight_bytes and mask_bytes % unit_bytes == 0
+
+
 def _check_compaction(run_dir, data_dir) -> tuple[int, int]:
     """Compare every client's smaller model with its masked one on all its test windows;
     returns the clients and the windows compared."""

@@ -12,7 +12,11 @@ compare with the paper's tables in MiB.
 The payload is what a sparse model actually costs when encoded: a bitmask over the prunable
 kernels (1 bit per mask unit: a weight, or a block of weights with ``--block``) plus 4-byte
 values of the unmasked kernel weights, plus the dense never-pruned tensors (biases); a model
-is sent dense when that is smaller.
+is sent dense when that is smaller. With ``--structure filters`` the mask is 1 bit per filter
+or unit (:attr:`fedprune.sparsity.structured.UnitGraph.n_units`): a kernel's mask is the outer
+product of its kept inputs and outputs (:mod:`fedprune.sparsity.structured`), so the receiver
+rebuilds it from those bits, and the kernels whose outputs are never pruned (the classifier)
+need none of their own.
 """
 
 from __future__ import annotations

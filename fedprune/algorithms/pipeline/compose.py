@@ -68,7 +68,13 @@ class PipelineAlgorithm(Algorithm[PipelineState]):
         t0, t1, t2 = config.phases
         self.total = t0 + 1 + t1 + t2
         self.n_params = int(sum(w.size for w in init))
-        self.n_units = sum(M.unit_ids(w.shape, config.block)[1] for w in select(init, rounds.flags))
+        # the payload's mask bits: one per mask unit (a weight, or a --block), or with
+        # --structure filters one per filter or unit (the kernels' masks follow from them)
+        self.n_units = (
+            kernels.graph.n_units
+            if kernels.graph is not None
+            else sum(M.unit_ids(w.shape, config.block)[1] for w in select(init, rounds.flags))
+        )
         self.held_out = HeldOut(config.eval_every, self.total, rounds.spec.keras, rounds.clients)
         self.recluster = ReclusterRule.from_config(config)
         self.auto = config.clusters == AUTO
