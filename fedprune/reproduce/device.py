@@ -453,9 +453,11 @@ def _at(rows: Sequence[dict], ft: str) -> list[dict]:
 
 def plot(table: list[dict], path: Path) -> None:
     """Accuracy against LiteRT time, one panel per dataset, both fine-tuning lengths, with
-    each length's Pareto front."""
-    with figure(path, len(DATASETS), figsize=(6 * len(DATASETS), 4.8)) as (_, axes):
-        for ax, dataset in zip(np.atleast_1d(axes), DATASETS):
+    each length's Pareto front; only the datasets the table holds (a study of one dataset
+    draws one panel)."""
+    datasets = [d for d in DATASETS if any(r.get("dataset") == d for r in table)] or DATASETS
+    with figure(path, len(datasets), figsize=(6 * len(datasets), 4.8)) as (_, axes):
+        for ax, dataset in zip(np.atleast_1d(axes), datasets):
             rows = [r for r in table if r.get("dataset") == dataset]
             for ft, marker in (("3", "o"), ("25", "s")):
                 timed = [r for r in _at(rows, ft) if r.get("litert_us") is not None]

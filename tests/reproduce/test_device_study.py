@@ -13,6 +13,7 @@ import dataclasses
 import subprocess
 
 import pytest
+from matplotlib.image import imread
 
 from fedprune.reproduce import device
 from fedprune.reproduce import study as S
@@ -73,6 +74,8 @@ def test_every_setting_has_a_row_with_its_device_columns(reproduced):
     assert f"¹ {device.CORTEX_M}: not measured: no TFLite Micro tree at" in text
     assert "Pareto front" in text and "yes" in text
     assert (out / "device_quick.png").stat().st_size > 10_000
+    height, width = imread(out / "device_quick.png").shape[:2]
+    assert width < 1.8 * height  # one panel (6 x 4.8 in), not an empty one per other dataset
     for point in _study().points(True):
         report = device.export_dir(S.run_dir(out, device.STUDY, point, 0)) / device.REPORT
         assert report.is_file(), point.stem
