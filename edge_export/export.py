@@ -87,6 +87,8 @@ def _metadata(run: RunModels, client_id: int, fmt: str, content: bytes, prepared
         "logit_range": prepared.logit_range,
         "sparsity": run.sparsity(client_id),
         "models": run.source,
+        "models_file": run.source_file,
+        "models_sha256": run.source_sha256,
         "sparse_tensors": sparse_tensors(content),
         "compaction": run.compaction(client_id),
     }

@@ -17,6 +17,7 @@ the heavy imports (only :meth:`RunModels.keras` imports it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from fedprune.data.partition import ClientData, FederatedData
 from fedprune.data.registry import load_recorded
+from fedprune.data.sources import sha256_of
 from fedprune.errors import ConfigError, DataError
 from fedprune.models.table import ModelEntry, model_entry
 from fedprune.models.user import is_user_model
@@ -143,6 +145,13 @@ class RunModels:
     source_file: str
     kernel_masks: dict[int, list[np.ndarray]] | None = None
     _compacted: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    @functools.cached_property
+    def source_sha256(self) -> str:
+        """The sha256 of the file the weights came from (``source_file``). Each exported
+        file's record names it, so that an export of these weights can be told from one of
+        an earlier run in the same folder (a run trained again)."""
+        return sha256_of(self.path / self.source_file)
 
     @property
     def labels(self) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """Run an exported ``.tflite`` on test windows and compare it with the Keras model, and run it
-in the interpreters a device installs (:func:`device_run`).
+in the interpreters a device installs (:func:`device_run`); time many files in LiteRT in
+one pass (:func:`time_together`).
 
 Device runtimes (:data:`RUNTIMES`): LiteRT (``ai-edge-litert``, what a Raspberry Pi or Android
 user installs today; tflite-runtime's last release is 2.14 from 2023) and tflite-runtime 2.14
@@ -18,6 +19,7 @@ import importlib
 import importlib.metadata
 import platform
 import time
+from collections.abc import Sequence
 from types import ModuleType
 
 import numpy as np
@@ -215,4 +217,70 @@ def verify(
         latency_ref_ms=latency_ref,
         predictions=pred,
         tied_windows=int(np.sum((probs == top).sum(axis=-1) > 1)),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class TimedTogether:
+    """LiteRT's time per window of many files measured in one pass (:func:`time_together`):
+    ``latency_ms`` per file (``None`` where its default interpreter refuses it)."""
+
+    runtime: str  # "ai-edge-litert 2.3.0"
+    cpu: str
+    rounds: int
+    invokes: int  # per file and round
+    latency_ms: tuple[float | None, ...]
+
+
+def time_together(
+    contents: Sequence[bytes], rounds: int = 10, invokes: int = 100, seed: int = 0
+) -> TimedTogether | None:
+    """LiteRT's default interpreter (1 thread) on every file of ``contents`` in one pass,
+    ``None`` where LiteRT is not installed.
+
+    Interpretation: a file's time is the median of its ``rounds x invokes`` invoke times.
+    Every round times every file (``invokes`` calls, one window set before them), in an order
+    shuffled per round (``seed``), so that what drifts during the pass (the clock, the other
+    load on the machine) reaches every file alike and their ratios stay comparable: exports
+    timed one after another, minutes apart, differ by 20 % at this size (a few µs per window).
+    The window is a fixed random one in the input's type; an int8 kernel's time does not
+    depend on the values.
+    """
+    dist, name = RUNTIMES["litert"]
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return None
+    interpreters = []
+    for content in contents:
+        try:
+            interpreters.append(_interpreter(module, content, DEFAULT_RESOLVER))
+        except (RuntimeError, ValueError):
+            interpreters.append(None)
+    rng = np.random.default_rng(seed)
+    for interpreter in interpreters:
+        if interpreter is not None:
+            inp = interpreter.get_input_details()[0]
+            info = np.iinfo(inp["dtype"]) if np.dtype(inp["dtype"]).kind == "i" else None
+            window = (
+                rng.integers(info.min, info.max + 1, inp["shape"]).astype(inp["dtype"])
+                if info is not None
+                else rng.standard_normal(inp["shape"]).astype(inp["dtype"])
+            )
+            interpreter.set_tensor(inp["index"], window)
+    times: list[list[float]] = [[] for _ in interpreters]
+    live = [i for i, interpreter in enumerate(interpreters) if interpreter is not None]
+    for _ in range(rounds):
+        for i in rng.permutation(live):
+            invoke, found = interpreters[i].invoke, times[i]
+            for _ in range(invokes):
+                t0 = time.perf_counter()
+                invoke()
+                found.append(time.perf_counter() - t0)
+    return TimedTogether(
+        runtime=f"{dist} {importlib.metadata.version(dist)}",
+        cpu=cpu_name(),
+        rounds=rounds,
+        invokes=invokes,
+        latency_ms=tuple(1000.0 * float(np.median(t)) if t else None for t in times),
     )

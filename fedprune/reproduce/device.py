@@ -28,10 +28,12 @@ Interpretations:
 
 * **Per run**, each device number is the median over the clients' files: file size, the
   TFLite Micro arena (the measured minimum, without the headroom the projects add), LiteRT's
-  time per window (1 thread, the median of each file's invokes); the instructions per
-  inference of the CMSIS-NN build. The instructions depend on the layer shapes only, so
-  one client per distinct compacted model is built (the first; with per-weight masks every
-  client has the same shapes) and every client of that shape counts it. A table cell is the
+  time per window (1 thread, the median of each file's invokes, every run's files timed
+  again together in one interleaved pass once all are exported: :func:`time_exports`); the
+  instructions per inference of the CMSIS-NN build. The instructions depend on the layer
+  shapes only, so one client per distinct compacted model is built (the first; with
+  per-weight masks every client has the same shapes) and every client of that shape counts
+  it. A table cell is the
   mean (± population std) of the runs' values over the seeds, as its accuracy is.
 * The device numbers are the 25-epoch models'; fine-tuning keeps the masks, so the 3-epoch
   models have the same shapes, files and arenas: the rows of both lengths show them.
@@ -61,11 +63,14 @@ from pathlib import Path
 
 import numpy as np
 
+from fedprune.data.sources import sha256_of
 from fedprune.errors import ConfigError, DataError
 from fedprune.interpreter import PYTHON
 from fedprune.reproduce.study import Claim, Labels, Point, Study, figure, row_of
 from fedprune.reproduce.table2 import ROWS, row_arguments
+from fedprune.runs.files import write_json
 from fedprune.runs.finished import open_finished
+from fedprune.runs.names import personal_file
 
 DATASETS = ("uci_har", "wisdm")
 (CAAFP,) = [r for r in ROWS if r.name == "caafp_0_0_50"]  # Table 2's CA-AFP (0,0,50) row
@@ -203,11 +208,37 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def _export(command: Sequence[str], out: Path, what: str) -> list[dict]:
-    """The entries of ``out``'s export report, exporting first where there is none (``out``,
-    the study's own folder, is then emptied: edge-export refuses a folder holding files
-    without their report); the command's output goes to ``<out>.log``."""
+def other_weights(out: Path, weights: Path) -> str | None:
+    """Why the export in ``out`` is not of the run's ``weights`` file (the run was trained
+    again since), else ``None``. Each exported file's record names the sha256 of the weights
+    it was made from; a record from before fedprune wrote it is of other weights where the
+    weights file is newer than the record. An archived run keeps no weights: its export is
+    taken as it is (nothing else could be exported)."""
+    if not weights.is_file():
+        return None
+    entries = json.loads((out / REPORT).read_text())
+    records = [(out / e["path"]).with_suffix(".json") for e in entries if "path" in e]
+    for record in records:
+        meta = json.loads(record.read_text()) if record.is_file() else {}
+        if "models_sha256" not in meta:
+            if record.is_file() and weights.stat().st_mtime > record.stat().st_mtime:
+                return f"{weights.name} is newer than the export (the run was trained again)"
+            continue
+        if meta["models_sha256"] != sha256_of(weights):
+            return f"it was made from another {weights.name} (the run was trained again)"
+    return None
+
+
+def _export(command: Sequence[str], out: Path, what: str, weights: Path) -> list[dict]:
+    """The entries of ``out``'s export report, exporting first where there is none or where
+    it is of other weights than ``weights`` (:func:`other_weights`; ``out``, the study's own
+    folder, is then emptied: edge-export refuses a folder holding files without their
+    report); the command's output goes to ``<out>.log``."""
     report = out / REPORT
+    stale = other_weights(out, weights) if report.is_file() else None
+    if stale is not None:
+        _say(f"{what}: exporting again: {stale}")
+        shutil.rmtree(out)
     if report.is_file():
         _say(f"{what}: exported")
     else:
@@ -242,7 +273,8 @@ def after_run(run: Path, data_dir: str | None) -> dict:
     summary = open_finished(run).summary
     ft = max(int(e) for e in summary["finetune"])
     out = export_dir(run)
-    entries = _export(export_command(run, out, ft, data_dir), out, f"export {run.name}")
+    weights = run / personal_file(ft)
+    entries = _export(export_command(run, out, ft, data_dir), out, f"export {run.name}", weights)
     litert = [e["litert"] for e in entries if e.get("litert", {}).get("loads") is not None]
     times = [r["latency_ms"] for r in litert if "latency_ms" in r]
     found: dict = {
@@ -256,8 +288,54 @@ def after_run(run: Path, data_dir: str | None) -> dict:
         ),
         "litert": f"{litert[0]['runtime']} on {litert[0]['cpu']}" if times else "",
     }
-    found.update(_cortex_m(run, out, entries, ft, data_dir))
+    found.update(_cortex_m(run, out, entries, ft, data_dir, weights))
     return found
+
+
+TIMES = "litert_times.json"  # under <out>/exports/: the files timed together, per file
+
+
+def time_exports(found: dict[Path, dict]) -> dict[Path, dict]:
+    """Every exported int8 file of the runs in ``found`` timed again in LiteRT in one
+    interleaved pass (:func:`edge_export.verify.time_together`), and each run's
+    ``litert_us`` (the median over its files) taken from it; the times are written to
+    ``<out>/exports/litert_times.json``. Interpretation: each export times its own files
+    when it is made, minutes or days apart from the others, and at a few µs per window
+    that drifts by 20 % between exports of the same shapes; timed together, the settings'
+    ratios are measured under the same conditions. A run whose files are not kept (an
+    archived run: its report and records only) keeps its export's own time, and the table
+    says how many runs were timed together."""
+    from edge_export.verify import time_together
+
+    files: dict[Path, list[Path]] = {}
+    for run in found:
+        out = export_dir(run)
+        entries = json.loads((out / REPORT).read_text()) if (out / REPORT).is_file() else []
+        paths = [out / e["path"] for e in entries if "path" in e]
+        if paths and all(p.is_file() for p in paths):
+            files[run] = paths
+    every = [p for paths in files.values() for p in paths]
+    timed = time_together([p.read_bytes() for p in every]) if every else None
+    if timed is None:
+        return found
+    by_file = dict(zip(every, timed.latency_ms))
+    how = (
+        f"{timed.runtime} on {timed.cpu}, {len(files)} of {len(found)} runs' files timed "
+        f"together ({timed.rounds} interleaved rounds of {timed.invokes} invokes per file)"
+    )
+    revised = {}
+    for run, result in found.items():
+        times = [by_file[p] for p in files.get(run, []) if by_file[p] is not None]
+        if times:
+            result = {**result, "litert_us": float(np.median(times)) * 1000, "litert": how}
+        revised[run] = result
+    record = {
+        "runtime": timed.runtime, "cpu": timed.cpu, "rounds": timed.rounds,
+        "invokes": timed.invokes,
+        "latency_ms": {str(p.relative_to(p.parents[2])): t for p, t in by_file.items()},
+    }  # fmt: skip
+    write_json(export_dir(next(iter(files))).parent / TIMES, record)
+    return revised
 
 
 def _median(values: Sequence[float | None], scale: float = 1.0) -> float | None:
@@ -265,7 +343,9 @@ def _median(values: Sequence[float | None], scale: float = 1.0) -> float | None:
     return float(np.median(known)) * scale if len(known) == len(values) and known else None
 
 
-def _cortex_m(run: Path, out: Path, entries: list[dict], ft: int, data_dir: str | None) -> dict:
+def _cortex_m(
+    run: Path, out: Path, entries: list[dict], ft: int, data_dir: str | None, weights: Path
+) -> dict:
     """The Cortex-M4 builds' numbers (one client per distinct compacted model, the counts
     given to every client of its shape), or ``cortex_m`` saying why there are none."""
     trees = cortex_m_trees()
@@ -281,7 +361,7 @@ def _cortex_m(run: Path, out: Path, entries: list[dict], ft: int, data_dir: str 
     trees = {"tflm_dir": str(tflm), "cmsis_dir": str(cmsis)}
     command = export_command(run, m4_out, ft, data_dir, clients, target=CORTEX_M, **trees)
     try:
-        built_entries = _export(command, m4_out, f"export {run.name} for a {CORTEX_M}")
+        built_entries = _export(command, m4_out, f"export {run.name} for a {CORTEX_M}", weights)
     except ExportFailed as failed:  # said in the table; the other columns stand
         _say(str(failed))
         return {"cortex_m": f"not measured: the build failed, see {failed.log}"}
@@ -498,6 +578,7 @@ STUDY = Study(
     plot=plot,
     body=body,
     after_run=after_run,
+    after_all=time_exports,
     notes=(
         "Settings: the paper's model with per-weight masks (Table 2's CA-AFP (0,0,50) run), "
         "with structured masks (`--structure filters`) at 50/70/85 % of the units, and "

@@ -18,7 +18,8 @@ finished run is skipped, however it was made.
 A study may also work on each run once it is trained (:attr:`Study.after_run`, e.g. the
 device study exports every run's models and measures them): called for every run directory
 of the grid after training, it skips what an earlier invocation finished, as training does,
-and what it returns reaches ``measure`` as the run summary's ``after_run``.
+and what it returns reaches ``measure`` as the run summary's ``after_run``, revised by
+:attr:`Study.after_all` where a step needs every run at once.
 
 How a study publishes its table is its own, within one pipeline (:func:`reproduce`): runs →
 ``measure`` → means over seeds (:func:`collect`, with 95 % CIs for :attr:`Study.intervals`)
@@ -146,6 +147,10 @@ class Study:
     # what an earlier invocation finished and returns what it measured, which ``measure``
     # finds in ``summary["after_run"]``
     after_run: Callable[[Path, str | None], dict] | None = None
+    # ``after_all(found)``: once every ``after_run`` has returned (``found``: by run
+    # directory), what they returned revised by a step that needs all runs at once (the
+    # device study times every exported file in one pass)
+    after_all: Callable[[dict[Path, dict]], dict[Path, dict]] | None = None
     runs: str = "runs"  # the folder under ``--out`` that holds the grid's run directories
     files: str = ""  # the output files' stem (default: the name, "-" as "_")
     quick_files: bool = True  # --quick writes ``<files>_quick.*``; False: the same names
@@ -296,7 +301,7 @@ def after_runs(
     study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path, data_dir: str | None
 ) -> tuple[dict[Path, dict], float]:
     """:attr:`Study.after_run` of every distinct run directory of the grid (none without
-    it), and the wall time it took (s)."""
+    it), revised by :attr:`Study.after_all`, and the wall time it took (s)."""
     start = time.perf_counter()
     found: dict[Path, dict] = {}
     if study.after_run is None:
@@ -305,6 +310,8 @@ def after_runs(
         for p in unique_points(points):
             path = run_dir(out, study, p, s)
             found[path] = study.after_run(path, data_dir)
+    if study.after_all is not None:
+        found = study.after_all(found)
     return found, time.perf_counter() - start
 
 

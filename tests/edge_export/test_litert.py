@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from edge_export.formats import FORMATS
-from edge_export.verify import FALLBACK_RESOLVER, RUNTIMES, device_run, quantize
+from edge_export.verify import (
+    FALLBACK_RESOLVER,
+    RUNTIMES,
+    device_run,
+    quantize,
+    time_together,
+)
 from tests.edge_export.conftest import EXPORTED_CLIENT
 
 # the formats whose fully connected layers get a DENSIFY op (per-weight masks): LiteRT 2.1-2.3's
@@ -107,6 +113,21 @@ def test_the_report_marks_what_the_default_interpreter_refuses(exported):
             assert cell.startswith("loads, ")
     assert f"experimental_op_resolver_type=OpResolverType.{FALLBACK_RESOLVER}" in text
     assert "1 thread, median of" in text
+
+
+@pytest.mark.slow
+def test_files_timed_together_get_a_time_each_where_the_default_interpreter_runs_them(exported):
+    """One interleaved pass over every format's file (the device study's LiteRT column): a
+    time per file, none for the files LiteRT's default interpreter refuses."""
+    _, out, report = exported
+    entries = [e for e in report if e["client"] == 2]
+    timed = time_together([(out / e["path"]).read_bytes() for e in entries], rounds=3, invokes=7)
+    assert (timed.rounds, timed.invokes) == (3, 7) and timed.runtime.startswith("ai-edge-litert ")
+    for entry, latency in zip(entries, timed.latency_ms, strict=True):
+        if entry["format"] in REFUSED:
+            assert latency is None
+        else:
+            assert latency is not None and 0 < latency < 1000, entry["format"]
 
 
 @pytest.mark.slow

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
+import os
 import subprocess
 
+import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from fedprune.data.sources import sha256_of
 from fedprune.reproduce import device
 from fedprune.reproduce import study as S
 from tests.conftest import har_arrays, write_uci_har
@@ -67,12 +71,15 @@ def test_every_setting_has_a_row_with_its_device_columns(reproduced):
         for name in ("acc", "int8_acc", "int8_kb", "arena_kb", "litert_us"):
             assert float(row[name]) > 0, (setting, name)
         assert row["litert_loads"] == "6/6"  # every client's int8 file loads in LiteRT
+        assert "5 of 5 runs' files timed together" in row["litert"]
         assert row["m4_cmsis_nn_minstr"] == ""  # not built, and said so
         assert row["cortex_m"].startswith("not measured: no TFLite Micro tree at")
     text = (out / "device_quick.md").read_text()
     assert text.count("not measured¹") == len(device.SETTINGS) * 4
     assert f"¹ {device.CORTEX_M}: not measured: no TFLite Micro tree at" in text
     assert "Pareto front" in text and "yes" in text
+    times = json.loads((out / "exports" / device.TIMES).read_text())["latency_ms"]
+    assert len(times) == 5 * 6 and all(t > 0 for t in times.values())  # 5 runs x 6 clients
     assert (out / "device_quick.png").stat().st_size > 10_000
     height, width = imread(out / "device_quick.png").shape[:2]
     assert width < 1.8 * height  # one panel (6 x 4.8 in), not an empty one per other dataset
@@ -123,6 +130,53 @@ def test_a_second_invocation_trains_and_exports_only_what_is_missing(
     assert {r: r.stat().st_mtime_ns for r in reports if r != redo} == {
         r: t for r, t in before.items() if r != redo
     }
+
+
+def test_an_export_of_a_run_trained_again_is_made_again(reproduced, monkeypatch, capsys):
+    """The export records the sha256 of the weights it was made from; where the run's weights
+    differ (the run was trained again into the same folder), the study exports it again
+    instead of reporting the earlier weights' files."""
+    data, out, _ = reproduced
+    point = _study().points(True)[2]
+    run = S.run_dir(out, device.STUDY, point, 0)
+    report = device.export_dir(run) / device.REPORT
+    weights = run / "personal_ft1.npz"
+    record = json.loads((report.parent / "client1" / "int8.json").read_text())
+    assert record["models_file"] == weights.name
+    assert record["models_sha256"] == sha256_of(weights)
+    arrays = dict(np.load(weights))
+    first = sorted(arrays)[0]
+    arrays[first] = arrays[first] + np.float32(1e-3)  # what another training would leave
+    np.savez(weights, **arrays)
+    monkeypatch.setattr(S.runner._Children, "run", lambda *a, **k: pytest.fail("retrained"))
+    monkeypatch.setenv(device.TFLM_ENV, str(out / "no-tflm"))
+    capsys.readouterr()
+    S.reproduce(_study(), out, quick=True, data_dir=str(data))
+    err = capsys.readouterr().err
+    assert err.count("exporting again: it was made from another personal_ft1.npz") == 1
+    record = json.loads((report.parent / "client1" / "int8.json").read_text())
+    assert record["models_sha256"] == sha256_of(weights)
+
+
+def test_an_export_that_names_no_weights_is_judged_by_its_age(tmp_path):
+    """An archived run keeps no weights: its export stands. An export made before the
+    records named their weights stands where the weights are older, and is made again
+    where they are newer (the run was trained again since)."""
+    out = tmp_path / "export"
+    (out / "client1").mkdir(parents=True)
+    (out / device.REPORT).write_text(json.dumps([{"client": 1, "path": "client1/int8.tflite"}]))
+    (out / "client1" / "int8.json").write_text(json.dumps({"models": "personal_ft25.npz"}))
+    weights = tmp_path / "run" / "personal_ft25.npz"
+    assert device.other_weights(out, weights) is None  # archived: no weights kept
+    weights.parent.mkdir()
+    np.savez(weights, w=np.zeros(3))
+    record = out / "client1" / "int8.json"
+    os.utime(weights, (1_000_000, 1_000_000))
+    assert device.other_weights(out, weights) is None  # trained before the export
+    os.utime(record, (999_000, 999_000))
+    assert device.other_weights(out, weights) == (
+        "personal_ft25.npz is newer than the export (the run was trained again)"
+    )
 
 
 def test_the_cortex_m_columns_name_what_this_machine_lacks(tmp_path, monkeypatch):
