@@ -7,7 +7,8 @@ holds a ``summary.json``, copies its ``config.json``, ``summary.json`` and ``met
 weights) to ``experiments/measured/STUDY/`` under the same relative path; and for every export
 folder (one holding an ``export_report.json``, as ``fedprune reproduce device`` makes under
 ``exports/``) its report (``.json``, ``.md``) and each exported file's ``.json`` record (its
-shapes, arena and device measurements; no model files). These are the runs behind the docs'
+shapes, arena and device measurements; no model files), and the device study's
+``litert_times.json``. These are the runs behind the docs'
 full-study tables; ``experiments/measured/README.md`` says how to re-render the tables from
 them or resume a reproduction with them done.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 RECORD = ("config.json", "summary.json", "metrics.csv")
 EXPORT_REPORT = ("export_report.json", "export_report.md")
+TIMES = "litert_times.json"  # fedprune.reproduce.device.TIMES
 MEASURED = Path(__file__).resolve().parent / "measured"
 
 
@@ -38,6 +40,9 @@ def archive(out: Path, dest: Path) -> int:
         copied += 1
     for report in sorted(out.rglob(EXPORT_REPORT[0])):
         _archive_export(report.parent, dest / report.parent.relative_to(out))
+    for times in sorted(out.rglob(TIMES)):  # the device study's LiteRT pass over every file
+        (dest / times.parent.relative_to(out)).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(times, dest / times.relative_to(out))
     return copied
 
 

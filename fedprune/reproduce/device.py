@@ -302,40 +302,52 @@ def time_exports(found: dict[Path, dict]) -> dict[Path, dict]:
     ``<out>/exports/litert_times.json``. Interpretation: each export times its own files
     when it is made, minutes or days apart from the others, and at a few µs per window
     that drifts by 20 % between exports of the same shapes; timed together, the settings'
-    ratios are measured under the same conditions. A run whose files are not kept (an
-    archived run: its report and records only) keeps its export's own time, and the table
-    says how many runs were timed together."""
+    ratios are measured under the same conditions. Where no file is kept (an archive of the
+    study re-rendered: reports and records only), the times ``litert_times.json`` recorded
+    are taken; a run with neither keeps its export's own time."""
     from edge_export.verify import time_together
 
-    files: dict[Path, list[Path]] = {}
+    exported: dict[Path, list[Path]] = {}
     for run in found:
         out = export_dir(run)
         entries = json.loads((out / REPORT).read_text()) if (out / REPORT).is_file() else []
-        paths = [out / e["path"] for e in entries if "path" in e]
-        if paths and all(p.is_file() for p in paths):
-            files[run] = paths
+        exported[run] = [out / e["path"] for e in entries if "path" in e]
+    if not any(exported.values()):
+        return found
+    record_path = export_dir(next(iter(found))).parent / TIMES
+    files = {r: ps for r, ps in exported.items() if ps and all(p.is_file() for p in ps)}
     every = [p for paths in files.values() for p in paths]
     timed = time_together([p.read_bytes() for p in every]) if every else None
-    if timed is None:
+    if timed is not None:
+        record = {
+            "runtime": timed.runtime, "cpu": timed.cpu, "rounds": timed.rounds,
+            "invokes": timed.invokes,
+            "latency_ms": {_key(p): t for p, t in zip(every, timed.latency_ms)},
+        }  # fmt: skip
+        write_json(record_path, record)
+    elif record_path.is_file():  # an archive: the pass its files had, as recorded
+        record = json.loads(record_path.read_text())
+    else:
         return found
-    by_file = dict(zip(every, timed.latency_ms))
+    recorded = record["latency_ms"]
     how = (
-        f"{timed.runtime} on {timed.cpu}, {len(files)} of {len(found)} runs' files timed "
-        f"together ({timed.rounds} interleaved rounds of {timed.invokes} invokes per file)"
+        f"{record['runtime']} on {record['cpu']}, every file of {len(files) or 'the'} runs "
+        f"timed together ({record['rounds']} interleaved rounds of {record['invokes']} "
+        "invokes per file)"
     )
     revised = {}
     for run, result in found.items():
-        times = [by_file[p] for p in files.get(run, []) if by_file[p] is not None]
-        if times:
+        known = all(_key(p) in recorded for p in exported[run])
+        times = [recorded[_key(p)] for p in exported[run] if known and recorded[_key(p)]]
+        if times:  # a file LiteRT's default interpreter refuses has no time
             result = {**result, "litert_us": float(np.median(times)) * 1000, "litert": how}
         revised[run] = result
-    record = {
-        "runtime": timed.runtime, "cpu": timed.cpu, "rounds": timed.rounds,
-        "invokes": timed.invokes,
-        "latency_ms": {str(p.relative_to(p.parents[2])): t for p, t in by_file.items()},
-    }  # fmt: skip
-    write_json(export_dir(next(iter(files))).parent / TIMES, record)
     return revised
+
+
+def _key(path: Path) -> str:
+    """An exported file's key in ``litert_times.json``: ``<run>/client<ID>/<format>.tflite``."""
+    return path.relative_to(path.parents[2]).as_posix()
 
 
 def _median(values: Sequence[float | None], scale: float = 1.0) -> float | None:

@@ -12,6 +12,7 @@ import csv
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -71,7 +72,7 @@ def test_every_setting_has_a_row_with_its_device_columns(reproduced):
         for name in ("acc", "int8_acc", "int8_kb", "arena_kb", "litert_us"):
             assert float(row[name]) > 0, (setting, name)
         assert row["litert_loads"] == "6/6"  # every client's int8 file loads in LiteRT
-        assert "5 of 5 runs' files timed together" in row["litert"]
+        assert "every file of 5 runs timed together" in row["litert"]
         assert row["m4_cmsis_nn_minstr"] == ""  # not built, and said so
         assert row["cortex_m"].startswith("not measured: no TFLite Micro tree at")
     text = (out / "device_quick.md").read_text()
@@ -156,6 +157,24 @@ def test_an_export_of_a_run_trained_again_is_made_again(reproduced, monkeypatch,
     assert err.count("exporting again: it was made from another personal_ft1.npz") == 1
     record = json.loads((report.parent / "client1" / "int8.json").read_text())
     assert record["models_sha256"] == sha256_of(weights)
+
+
+def test_an_archive_without_its_files_takes_the_times_the_pass_recorded(reproduced, tmp_path):
+    """Re-rendering an archive (reports and records, no .tflite files) gives each run the
+    median of its files' times in ``litert_times.json``, not its export's own timing."""
+    _, out, _ = reproduced
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    for model in (copy / "exports").rglob("*.tflite"):
+        model.unlink()
+    runs = [S.run_dir(copy, device.STUDY, p, 0) for p in _study().points(True)]
+    found = device.time_exports({run: {"litert_us": -1.0} for run in runs})
+    recorded = json.loads((copy / "exports" / device.TIMES).read_text())["latency_ms"]
+    for run in runs:
+        mine = [t for key, t in recorded.items() if key.startswith(f"{run.name}/")]
+        assert len(mine) == 6
+        assert found[run]["litert_us"] == pytest.approx(1000 * float(np.median(mine)))
+        assert "every file of the runs timed together" in found[run]["litert"]
 
 
 def test_an_export_that_names_no_weights_is_judged_by_its_age(tmp_path):
