@@ -33,8 +33,8 @@ Interpretations:
   instructions per inference of the CMSIS-NN build. The instructions depend on the layer
   shapes only, so one client per distinct compacted model is built (the first; with
   per-weight masks every client has the same shapes) and every client of that shape counts
-  it. A table cell is the
-  mean (± population std) of the runs' values over the seeds, as its accuracy is.
+  it. A table cell is the mean (± population std) of the runs' values over the seeds, as its
+  accuracy is.
 * The device numbers are the 25-epoch models'; fine-tuning keeps the masks, so the 3-epoch
   models have the same shapes, files and arenas: the rows of both lengths show them.
   ``int8 acc`` (the int8 files' accuracy on the clients' test windows, mean over the
@@ -218,13 +218,14 @@ def other_weights(out: Path, weights: Path) -> str | None:
         return None
     entries = json.loads((out / REPORT).read_text())
     records = [(out / e["path"]).with_suffix(".json") for e in entries if "path" in e]
+    digest = sha256_of(weights)
     for record in records:
         meta = json.loads(record.read_text()) if record.is_file() else {}
         if "models_sha256" not in meta:
             if record.is_file() and weights.stat().st_mtime > record.stat().st_mtime:
                 return f"{weights.name} is newer than the export (the run was trained again)"
             continue
-        if meta["models_sha256"] != sha256_of(weights):
+        if meta["models_sha256"] != digest:
             return f"it was made from another {weights.name} (the run was trained again)"
     return None
 
