@@ -242,8 +242,8 @@ def time_together(
     Every round times every file (``invokes`` calls, one window set before them), in an order
     shuffled per round (``seed``), so that what drifts during the pass (the clock, the other
     load on the machine) reaches every file alike and their ratios stay comparable: exports
-    timed one after another, minutes apart, differ by 20 % at this size (a few µs per window).
-    The window is a fixed random one in the input's type; an int8 kernel's time does not
+    timed one after another, minutes apart, differed by up to 22 % at this size (a few µs per
+    window). The window is a fixed random one in the input's type; an int8 kernel's time does not
     depend on the values.
     """
     dist, name = RUNTIMES["litert"]

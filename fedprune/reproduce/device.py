@@ -302,7 +302,7 @@ def time_exports(found: dict[Path, dict]) -> dict[Path, dict]:
     ``litert_us`` (the median over its files) taken from it; the times are written to
     ``<out>/exports/litert_times.json``. Interpretation: each export times its own files
     when it is made, minutes or days apart from the others, and at a few µs per window
-    that drifts by 20 % between exports of the same shapes; timed together, the settings'
+    that drifts by up to 22 % between exports of the same shapes; timed together, the settings'
     ratios are measured under the same conditions. Where no file is kept (an archive of the
     study re-rendered: reports and records only), the times ``litert_times.json`` recorded
     are taken; a run with neither keeps its export's own time."""
