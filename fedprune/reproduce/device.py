@@ -327,7 +327,18 @@ def time_exports(found: dict[Path, dict]) -> dict[Path, dict]:
         }  # fmt: skip
         write_json(record_path, record)
     elif record_path.is_file():  # an archive: the pass its files had, as recorded
-        record = json.loads(record_path.read_text())
+        try:
+            record = json.loads(record_path.read_text())
+        except ValueError:
+            record = None
+        keys = {"runtime", "cpu", "rounds", "invokes", "latency_ms"}
+        if not (isinstance(record, dict) and keys <= record.keys()) or not isinstance(
+            record["latency_ms"], dict
+        ):
+            raise DataError(
+                f"{record_path}: not a LiteRT timing record (damaged?); delete it to keep "
+                "each export's own times"
+            )
     else:
         return found
     recorded = record["latency_ms"]

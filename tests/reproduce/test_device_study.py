@@ -20,6 +20,7 @@ import pytest
 from matplotlib.image import imread
 
 from fedprune.data.sources import sha256_of
+from fedprune.errors import DataError
 from fedprune.reproduce import device
 from fedprune.reproduce import study as S
 from tests.conftest import har_arrays, write_uci_har
@@ -175,6 +176,19 @@ def test_an_archive_without_its_files_takes_the_times_the_pass_recorded(reproduc
         assert len(mine) == 6
         assert found[run]["litert_us"] == pytest.approx(1000 * float(np.median(mine)))
         assert "every file of the runs timed together" in found[run]["litert"]
+
+
+def test_a_damaged_timing_record_is_one_error_line(reproduced, tmp_path):
+    _, out, _ = reproduced
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    for model in (copy / "exports").rglob("*.tflite"):
+        model.unlink()
+    (copy / "exports" / device.TIMES).write_text('{"runtime": "ai-edge-litert')
+    runs = [S.run_dir(copy, device.STUDY, p, 0) for p in _study().points(True)]
+    with pytest.raises(DataError) as error:
+        device.time_exports({run: {} for run in runs})
+    assert "not a LiteRT timing record" in str(error.value) and "\n" not in str(error.value)
 
 
 def test_an_export_that_names_no_weights_is_judged_by_its_age(tmp_path):
