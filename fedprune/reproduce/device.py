@@ -305,7 +305,12 @@ def time_exports(found: dict[Path, dict]) -> dict[Path, dict]:
     that drifts by up to 22 % between exports of the same shapes; timed together, the settings'
     ratios are measured under the same conditions. Where no file is kept (an archive of the
     study re-rendered: reports and records only), the times ``litert_times.json`` recorded
-    are taken; a run with neither keeps its export's own time."""
+    are taken; a run with neither keeps its export's own time.
+
+    The record is a list of passes. A new pass replaces the times of the files it timed
+    and keeps the earlier passes' times of the files it could not (an archived dataset's
+    runs beside newly trained ones), so one dataset's settings are always compared within
+    one pass, and a run's ``litert`` line names the pass its times come from."""
     from edge_export.verify import time_together
 
     exported: dict[Path, list[Path]] = {}
@@ -316,45 +321,58 @@ def time_exports(found: dict[Path, dict]) -> dict[Path, dict]:
     if not any(exported.values()):
         return found
     record_path = export_dir(next(iter(found))).parent / TIMES
+    passes = _timing_passes(record_path) if record_path.is_file() else []
     files = {r: ps for r, ps in exported.items() if ps and all(p.is_file() for p in ps)}
     every = [p for paths in files.values() for p in paths]
-    timed = time_together([p.read_bytes() for p in every]) if every else None
-    if timed is not None:
-        record = {
-            "runtime": timed.runtime, "cpu": timed.cpu, "rounds": timed.rounds,
-            "invokes": timed.invokes,
-            "latency_ms": {_key(p): t for p, t in zip(every, timed.latency_ms)},
-        }  # fmt: skip
-        write_json(record_path, record)
-    elif record_path.is_file():  # an archive: the pass its files had, as recorded
-        try:
-            record = json.loads(record_path.read_text())
-        except ValueError:
-            record = None
-        keys = {"runtime", "cpu", "rounds", "invokes", "latency_ms"}
-        if not (isinstance(record, dict) and keys <= record.keys()) or not isinstance(
-            record["latency_ms"], dict
-        ):
-            raise DataError(
-                f"{record_path}: not a LiteRT timing record (damaged?); delete it to keep "
-                "each export's own times"
-            )
-    else:
+    if every:
+        timed = time_together([p.read_bytes() for p in every])
+        if timed is not None:
+            latency = {_key(p): t for p, t in zip(every, timed.latency_ms)}
+            kept = [{**old, "latency_ms": {k: t for k, t in old["latency_ms"].items()
+                                           if k not in latency}} for old in passes]  # fmt: skip
+            new = {"runtime": timed.runtime, "cpu": timed.cpu, "rounds": timed.rounds,
+                   "invokes": timed.invokes, "latency_ms": latency}  # fmt: skip
+            passes = [old for old in kept if old["latency_ms"]] + [new]
+            write_json(record_path, {"passes": passes})
+    if not passes:
         return found
-    recorded = record["latency_ms"]
-    how = (
-        f"{record['runtime']} on {record['cpu']}, every file of {len(files) or 'the'} runs "
-        f"timed together ({record['rounds']} interleaved rounds of {record['invokes']} "
-        "invokes per file)"
-    )
     revised = {}
     for run, result in found.items():
-        known = all(_key(p) in recorded for p in exported[run])
-        times = [recorded[_key(p)] for p in exported[run] if known and recorded[_key(p)]]
-        if times:  # a file LiteRT's default interpreter refuses has no time
+        keys = [_key(p) for p in exported[run]]
+        held = [one for one in passes if keys and all(k in one["latency_ms"] for k in keys)]
+        times = [held[-1]["latency_ms"][k] for k in keys] if held else []
+        times = [t for t in times if t]  # a file LiteRT's default interpreter refuses has no time
+        if times:
+            one = held[-1]
+            runs = len({k.split("/", 1)[0] for k in one["latency_ms"]})
+            how = (
+                f"{one['runtime']} on {one['cpu']}, every file of {runs} run{'s' * (runs != 1)} "
+                f"timed together ({one['rounds']} interleaved rounds of {one['invokes']} "
+                "invokes per file)"
+            )
             result = {**result, "litert_us": float(np.median(times)) * 1000, "litert": how}
         revised[run] = result
     return revised
+
+
+def _timing_passes(path: Path) -> list[dict]:
+    """The passes ``litert_times.json`` holds; a record of one pass (as the study first
+    wrote it) is read as a list of one. A damaged record is one error line."""
+    try:
+        record = json.loads(path.read_text())
+    except ValueError:
+        record = None
+    passes = record.get("passes", [record]) if isinstance(record, dict) else None
+    keys = {"runtime", "cpu", "rounds", "invokes", "latency_ms"}
+    if not isinstance(passes, list) or not all(
+        isinstance(one, dict) and keys <= one.keys() and isinstance(one["latency_ms"], dict)
+        for one in passes
+    ):
+        raise DataError(
+            f"{path}: not a LiteRT timing record (damaged?); delete it to keep each export's "
+            "own times"
+        )
+    return passes
 
 
 def _key(path: Path) -> str:

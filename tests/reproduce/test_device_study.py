@@ -80,7 +80,8 @@ def test_every_setting_has_a_row_with_its_device_columns(reproduced):
     assert text.count("not measured¹") == len(device.SETTINGS) * 4
     assert f"¹ {device.CORTEX_M}: not measured: no TFLite Micro tree at" in text
     assert "Pareto front" in text and "yes" in text
-    times = json.loads((out / "exports" / device.TIMES).read_text())["latency_ms"]
+    (timed,) = json.loads((out / "exports" / device.TIMES).read_text())["passes"]
+    times = timed["latency_ms"]
     assert len(times) == 5 * 6 and all(t > 0 for t in times.values())  # 5 runs x 6 clients
     assert (out / "device_quick.png").stat().st_size > 10_000
     height, width = imread(out / "device_quick.png").shape[:2]
@@ -170,12 +171,39 @@ def test_an_archive_without_its_files_takes_the_times_the_pass_recorded(reproduc
         model.unlink()
     runs = [S.run_dir(copy, device.STUDY, p, 0) for p in _study().points(True)]
     found = device.time_exports({run: {"litert_us": -1.0} for run in runs})
-    recorded = json.loads((copy / "exports" / device.TIMES).read_text())["latency_ms"]
+    (timed,) = json.loads((copy / "exports" / device.TIMES).read_text())["passes"]
+    recorded = timed["latency_ms"]
     for run in runs:
         mine = [t for key, t in recorded.items() if key.startswith(f"{run.name}/")]
         assert len(mine) == 6
         assert found[run]["litert_us"] == pytest.approx(1000 * float(np.median(mine)))
-        assert "every file of the runs timed together" in found[run]["litert"]
+        assert f"every file of {len(runs)} runs timed together" in found[run]["litert"]
+
+
+def test_a_new_pass_keeps_the_times_of_the_archived_runs_it_cannot_time(reproduced, tmp_path):
+    """One run's files gone (archived) and the others' kept: the new pass times the kept
+    files, the archived run keeps its time from the earlier pass, and the record holds both
+    passes, each with only its own files."""
+    _, out, _ = reproduced
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    runs = [S.run_dir(copy, device.STUDY, p, 0) for p in _study().points(True)]
+    archived, timed = runs[0], runs[1:]
+    for model in device.export_dir(archived).rglob("*.tflite"):
+        model.unlink()
+    (before,) = json.loads((copy / "exports" / device.TIMES).read_text())["passes"]
+    earlier = before["latency_ms"]
+    found = device.time_exports({run: {} for run in runs})
+    passes = json.loads((copy / "exports" / device.TIMES).read_text())["passes"]
+    assert len(passes) == 2
+    first, second = (set(one["latency_ms"]) for one in passes)
+    assert first == {k for k in earlier if k.startswith(f"{archived.name}/")}
+    assert second == {k for k in earlier if not k.startswith(f"{archived.name}/")}
+    mine = [earlier[k] for k in first]
+    assert found[archived]["litert_us"] == pytest.approx(1000 * float(np.median(mine)))
+    assert "every file of 1 run timed together" in found[archived]["litert"]
+    for run in timed:
+        assert f"every file of {len(timed)} runs timed together" in found[run]["litert"]
 
 
 def test_a_damaged_timing_record_is_one_error_line(reproduced, tmp_path):
