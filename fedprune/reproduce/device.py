@@ -45,7 +45,10 @@ Interpretations:
 * The Pareto front (per dataset and fine-tuning length): the settings no other setting
   beats on both accuracy and LiteRT time (at least as good on both, better on one).
 
-Exports run one at a time, after all training (``--jobs`` parallelises the training).
+Exports run after all training, ``--jobs`` at a time as the training (``auto``: one at a
+time): nothing the table shows depends on the load they share (sizes and arenas are counted,
+Cortex-M instructions are counted under QEMU ``-icount``, and the LiteRT times are taken
+afterwards in one pass, :func:`time_exports`).
 ``--quick``: seed 0, the same grid and schedule.
 """
 

@@ -17,9 +17,10 @@ finished run is skipped, however it was made.
 
 A study may also work on each run once it is trained (:attr:`Study.after_run`, e.g. the
 device study exports every run's models and measures them): called for every run directory
-of the grid after training, it skips what an earlier invocation finished, as training does,
-and what it returns reaches ``measure`` as the run summary's ``after_run``, revised by
-:attr:`Study.after_all` where a step needs every run at once.
+of the grid after training, ``--jobs`` at a time (``auto``: one at a time), it skips what an
+earlier invocation finished, as training does, and what it returns reaches ``measure`` as
+the run summary's ``after_run``, revised by :attr:`Study.after_all` where a step needs every
+run at once.
 
 How a study publishes its table is its own, within one pipeline (:func:`reproduce`): runs →
 ``measure`` → means over seeds (:func:`collect`, with 95 % CIs for :attr:`Study.intervals`)
@@ -39,8 +40,10 @@ import dataclasses
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -298,18 +301,39 @@ def collect(
 
 
 def after_runs(
-    study: Study, points: Sequence[Point], seeds: Sequence[int], out: Path, data_dir: str | None
+    study: Study,
+    points: Sequence[Point],
+    seeds: Sequence[int],
+    out: Path,
+    data_dir: str | None,
+    parallel: int | str = 1,
 ) -> tuple[dict[Path, dict], float]:
     """:attr:`Study.after_run` of every distinct run directory of the grid (none without
-    it), revised by :attr:`Study.after_all`, and the wall time it took (s)."""
+    it), ``parallel`` runs at a time (``"auto"``: one; its load policy is training's),
+    revised by :attr:`Study.after_all`, and the wall time it took (s). The first step that
+    fails, or Ctrl-C, stops the rest from starting; ``found`` keeps the grid's order."""
     start = time.perf_counter()
-    found: dict[Path, dict] = {}
     if study.after_run is None:
-        return found, 0.0
-    for s in seeds:
-        for p in unique_points(points):
-            path = run_dir(out, study, p, s)
-            found[path] = study.after_run(path, data_dir)
+        return {}, 0.0
+    paths = [run_dir(out, study, p, s) for s in seeds for p in unique_points(points)]
+    workers = 1 if parallel == runner.AUTO else max(1, int(parallel))
+    if workers == 1:
+        found = {path: study.after_run(path, data_dir) for path in paths}
+    else:
+        stop = threading.Event()
+
+        def step(path: Path) -> dict | None:
+            if stop.is_set():  # an earlier step failed: start no more
+                return None
+            try:
+                return study.after_run(path, data_dir)
+            except BaseException:
+                stop.set()
+                raise
+
+        with ThreadPoolExecutor(workers) as pool:
+            futures = [pool.submit(step, path) for path in paths]
+            found = {path: future.result() for path, future in zip(paths, futures)}
     if study.after_all is not None:
         found = study.after_all(found)
     return found, time.perf_counter() - start
@@ -684,7 +708,7 @@ def produce(
     bases, todo = jobs(study, points, seed_list, out, data_dir)
     wall = runner.run_jobs(bases, parallel, shared=study.shared_process)
     wall += runner.run_jobs(todo, parallel, shared=study.shared_process)
-    after, after_wall = after_runs(study, points, seed_list, out, data_dir)
+    after, after_wall = after_runs(study, points, seed_list, out, data_dir, parallel)
     wall += after_wall
     table = join_paper(study, collect(study, points, seed_list, out, after))
     if study.publish is not None:

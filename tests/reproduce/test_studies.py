@@ -434,3 +434,52 @@ def test_round_values_stack_the_seeds_metrics_and_refuse_unequal_runs(tmp_path):
     _metrics(tmp_path, st, points[0], 1, [{"round": 1, "acc": 0.5, "ari": 0.0}])
     with pytest.raises(DataError, match="different round counts"):
         S.round_values(st, points, [0, 1], tmp_path, ("acc",))
+
+
+def test_after_run_steps_run_jobs_at_a_time_in_the_grids_order(tmp_path):
+    """With ``parallel=2`` two runs' after-steps are under way at once (a barrier of two
+    would break otherwise); what they return keeps the grid's order, and ``"auto"`` runs
+    them one at a time."""
+    import dataclasses
+    import threading
+
+    together = threading.Barrier(2, timeout=60)
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    def step(run, data_dir, wait=True):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        if wait:
+            together.wait()
+        with lock:
+            active[0] -= 1
+        return {"run": run.name}
+
+    points = finetune.STUDY.points(False)[:4]
+    st = dataclasses.replace(finetune.STUDY, after_run=step)
+    found, _ = S.after_runs(st, points, [0], tmp_path, None, parallel=2)
+    paths = [S.run_dir(tmp_path, st, p, 0) for p in S.unique_points(points)]
+    assert list(found) == paths and [v["run"] for v in found.values()] == [p.name for p in paths]
+    assert most[0] == 2
+    most[0] = 0
+    st = dataclasses.replace(st, after_run=lambda run, d: step(run, d, wait=False))
+    S.after_runs(st, points, [0], tmp_path, None, parallel="auto")
+    assert most[0] == 1
+
+
+def test_a_failed_after_run_step_stops_the_ones_not_started(tmp_path):
+    import dataclasses
+
+    started = []
+
+    def step(run, data_dir):
+        started.append(run)
+        raise RuntimeError(f"export of {run.name} failed")
+
+    points = finetune.STUDY.points(False)
+    st = dataclasses.replace(finetune.STUDY, after_run=step)
+    with pytest.raises(RuntimeError, match="failed"):
+        S.after_runs(st, points, [0, 1], tmp_path, None, parallel=2)
+    assert len(started) <= 2  # the failed one, and one the other worker had begun
