@@ -200,8 +200,9 @@ def add_reproduce_options(
         type=_jobs,
         default=1,
         metavar="N|auto",
-        help="runs trained at a time, in their own processes (default: 1; integer >= 1, or "
-        "auto: start with one and add runs while cores stand idle, measured on this machine)",
+        help="runs trained (and, in the device study, exported) at a time, in their own "
+        "processes (default: 1; integer >= 1, or auto: start with one and add runs while cores "
+        "stand idle, measured on this machine; exports then run one at a time)",
     )
     parser.add_argument(
         "--unsafe-open-workers",
