@@ -75,7 +75,10 @@ class CommAccounts:
     def statistics(self, n_active_prunable: int, clients: int) -> None:
         """Score statistics uploaded by each client beyond its model: E[w²] of the unmasked
         parameters and one value per prunable weight (gradient sign where active, gradient
-        where inactive), 4 bytes each, in both accounts."""
+        where inactive), 4 bytes each, in both accounts. With ``--structure filters`` they
+        stay per weight: a unit's score is the mean of Eq. 8's per-weight scores, which are
+        not linear in these statistics (Eq. 10's variance, Eq. 11's |mean sign|), so a client
+        cannot pool them per unit before the aggregation without changing the scores."""
         active = self.n_params - self.n_prunable + n_active_prunable
         extra = clients * 4.0 * (active + self.n_prunable)
         self.eq13["statistics"] += extra
