@@ -333,7 +333,11 @@ def after_runs(
 
         with ThreadPoolExecutor(workers) as pool:
             futures = [pool.submit(step, path) for path in paths]
-            found = {path: future.result() for path, future in zip(paths, futures)}
+            try:
+                found = {path: future.result() for path, future in zip(paths, futures)}
+            except BaseException:  # a failed step, or Ctrl-C here: start none of the rest
+                stop.set()
+                raise
     if study.after_all is not None:
         found = study.after_all(found)
     return found, time.perf_counter() - start
