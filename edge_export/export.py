@@ -38,6 +38,7 @@ from edge_export.prepare import (
     prepare_for_format,
 )
 from edge_export.qat import quantization_aware_finetune
+from edge_export.requantization import XNNPACK_LIMIT, largest
 from edge_export.run_models import RunModels
 from edge_export.verify import (
     LATENCY_INVOKES,
@@ -46,6 +47,7 @@ from edge_export.verify import (
     device_run,
     verify,
 )
+from edge_export.zero_layers import first_zero_layer
 from fedprune.data.partition import ClientData
 from fedprune.errors import ConfigError
 from fedprune.quiet import native_output
@@ -300,12 +302,29 @@ def _export_one(
         "predictions": check.predictions,
     }
     entry.update(device_columns(content, prepared.inputs(client.x_test), check.predictions))
+    entry.update(model_health(prepared, client.x_train, content, check.predictions))
     if calibration is not None:
         entry["calibration"] = calibration["chosen"]
     if source is not trained:  # a fine-tuned copy: also compare with the model converted
         entry["qat_keras_acc"] = source.acc
         entry["qat_agreement"] = float(np.mean(check.predictions == source.probs.argmax(-1)))
     return entry
+
+
+def model_health(
+    prepared: Prepared, x_train: np.ndarray, content: bytes, predictions: np.ndarray
+) -> dict:
+    """``zero_layer``: the first layer of the converted model that is zero on every training
+    window (:mod:`edge_export.zero_layers`; the converter calibrates on those windows), with
+    the classes the file gave the test windows, else ``None``; ``requantization``: the
+    file's largest requantization scale (:mod:`edge_export.requantization`; ``None`` in a
+    float file)."""
+    zero = first_zero_layer(prepared.model, prepared.inputs(x_train))
+    zero_layer = None
+    if zero is not None:
+        zero_layer = zero.as_dict() | {"test_classes": sorted({int(c) for c in predictions})}
+    worst = largest(content)
+    return {"zero_layer": zero_layer, "requantization": worst.as_dict() if worst else None}
 
 
 def device_columns(content: bytes, x: np.ndarray, predictions: np.ndarray) -> dict:
@@ -486,9 +505,51 @@ def device_notes(entries: Sequence[dict]) -> str:
             refused.append(
                 f"- {fmt}: {first['runtime']}'s default interpreter refuses {len(failed)} of "
                 f"{len(group)} files (clients {clients}; client {failed[0]['client']}: "
-                f"`{first['error']}`); {fix}.\n"
+                f"`{first['error']}`); {fix}.{_why_refused(failed)}\n"
             )
-    return how + ("\n" + "".join(refused) if refused else "")
+    return how + ("\n" + "".join(refused) if refused else "") + zero_layer_notes(entries)
+
+
+def _why_refused(failed: Sequence[dict]) -> str:
+    """The refused files whose largest requantization scale is at XNNPACK's limit or above
+    (:mod:`edge_export.requantization`), in one sentence; empty if there are none."""
+    over = [e for e in failed if (e.get("requantization") or {}).get("scale", 0.0) >= XNNPACK_LIMIT]
+    if not over:
+        return ""
+    parts = ", ".join(
+        f"client {e['client']}: op {r['op_index']} ({r['op']}, `{r['tensor']}`) "
+        f"{r['scale']:.4g}, output scale {r['output_scale']:.2g}"
+        for e in over
+        for r in [e["requantization"]]
+    )
+    return (
+        f" XNNPACK's int8 layers need input scale x weight scale / output scale below "
+        f"{XNNPACK_LIMIT:g}; {len(over)} of these files exceed it ({parts})"
+    )
+
+
+def zero_layer_notes(entries: Sequence[dict]) -> str:
+    """One line per file whose model has a layer that is zero on every training window
+    (:mod:`edge_export.zero_layers`), with the classes the file gave the test windows."""
+    lines = []
+    for e in entries:
+        zero = e.get("zero_layer")
+        if not zero:
+            continue
+        classes = zero["test_classes"]
+        given = (
+            f"the file gives all {e['test_windows']} test windows class {classes[0]}, so its "
+            "accuracy is the share of its test windows in that class"
+            if len(classes) == 1
+            else f"the file gives its test windows {len(classes)} classes"
+        )
+        lines.append(
+            f"- {e['format']}, client {e['client']}: layer `{zero['layer']}` ({zero['units']} "
+            f"values) is zero on every training window; {given}.\n"
+        )
+    if not lines:
+        return ""
+    return "\nLayers zero on every training window (dead units):\n" + "".join(lines)
 
 
 def _device(entry: dict, runtime: str) -> str:
