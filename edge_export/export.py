@@ -516,15 +516,15 @@ def _why_refused(failed: Sequence[dict]) -> str:
     over = [e for e in failed if (e.get("requantization") or {}).get("scale", 0.0) >= XNNPACK_LIMIT]
     if not over:
         return ""
-    parts = ", ".join(
-        f"client {e['client']}: op {r['op_index']} ({r['op']}, `{r['tensor']}`) "
-        f"{r['scale']:.4g}, output scale {r['output_scale']:.2g}"
+    parts = "; ".join(
+        f"client {e['client']}'s op {r['op_index']} ({r['op']}, `{r['tensor']}`), "
+        f"{r['scale']:.4g} (output scale {r['output_scale']:.2g})"
         for e in over
         for r in [e["requantization"]]
     )
     return (
         f" XNNPACK's int8 layers need input scale x weight scale / output scale below "
-        f"{XNNPACK_LIMIT:g}; {len(over)} of these files exceed it ({parts})"
+        f"{XNNPACK_LIMIT:g}; at or above it: {parts}"
     )
 
 

@@ -96,9 +96,7 @@ def test_the_report_names_the_dead_layer_and_why_xnnpack_refuses_the_file() -> N
     }
     notes = device_notes([entry, healthy])
     assert "refuses 1 of 2 files (clients 9;" in notes
-    assert "1 of these files exceed it (client 9: op 10 (FULLY_CONNECTED, `dense/MatMul`) 2822" in (
-        notes
-    )
+    assert "at or above it: client 9's op 10 (FULLY_CONNECTED, `dense/MatMul`), 2822" in notes
     assert zero_layer_notes([healthy]) == ""
     dead_line = zero_layer_notes([entry])
     assert "client 9: layer `dense` (5 values) is zero on every training window" in dead_line
