@@ -7,11 +7,11 @@ convolution or fully connected operator whose ``s`` is 256 or more (its operator
 constructors return "unsupported parameter", and the delegate fails to prepare the node):
 that is :data:`XNNPACK_LIMIT`. TFLite's built-in kernels have no such limit.
 
-A scale that large means the layer's *output* scale is tiny, i.e. the converter saw an output
-range of about zero on its calibration windows: every unit of the layer was zero on every
-window (see :mod:`edge_export.zero_layers`). Measured: one WISDM filters-85 % client whose five
-dense units were all dead had ``s`` = 2822 (output scale 7.8e-9); the largest ``s`` over the
-other 899 int8 files of that study (WISDM, five seeds) was 0.23.
+The scale is that large where the layer's *output* scale is tiny, i.e. where the converter saw
+an output range of about zero on its calibration windows, as when every unit of the layer was
+zero on every window (see :mod:`edge_export.zero_layers`). Measured: one WISDM filters-85 %
+client whose five dense units were all dead had ``s`` = 2822 (output scale 7.8e-9); the
+largest ``s`` over the other 899 int8 files of that study (WISDM, five seeds) was 0.23.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """Find the first layer of a Keras model that is zero on every one of a set of windows.
 
-A personal model can come out of fine-tuning with every unit of a layer dead (its ReLU
-output is 0 for all of the client's training windows): with a structured mask that keeps 5
-of a dense layer's 32 units, a few bad steps are enough. Nothing downstream of such a layer
-sees the input, so a chain model then gives the same class for every window that keeps
-the layer at zero, and its test accuracy is the share of its test windows in that class
-(100 % on a client whose test windows are all one activity). The int8 file also inherits an
-output scale of about zero there, which XNNPACK refuses (:mod:`edge_export.requantization`).
+A personal model can come out of fine-tuning with every unit of a layer dead (its ReLU output
+is 0 for all of the client's training windows). Seen in the device study: a WISDM client whose
+training windows are all one activity, with the 5 dense units a filters-85 % mask keeps; a
+constant output is then a perfect fit to its data. Nothing downstream of such a layer sees the
+input, so a chain model then gives the same class for every window that keeps the layer at
+zero, and its test accuracy is the share of its test windows in that class (100 % on a client
+whose test windows are all one activity). The int8 file also inherits an output scale of about
+zero there, which XNNPACK refuses (:mod:`edge_export.requantization`).
 
 Interpretation: "zero" is exactly 0.0 in float32 for every element of the layer's output on
 every window given (the export passes the client's training windows, the converter's
